@@ -1,0 +1,68 @@
+// server/arg_parser.h - small helpers to read command arguments with Redis's rules and error
+// texts (in the spirit of Dragonfly's CmdArgParser): strict integers (util.c string2ll), floats
+// (string2ld), case-insensitive option tokens, and the shared expiry options of SET/GETEX.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "server/command.h"
+
+namespace server {
+
+/// Strict int64 as Redis's string2ll: optional '-', digits, no spaces, no '+', no leading zeros.
+std::optional<int64_t> parse_int(std::string_view s);
+/// A long double as Redis's string2ld: no spaces, not NaN. Infinity is accepted.
+std::optional<long double> parse_long_double(std::string_view s);
+/// A double as Redis's string2d (strtod, no spaces, not NaN).
+std::optional<double> parse_double(std::string_view s);
+/// Formats like Redis's ld2string(LD_STR_HUMAN): "%.17Lf" without trailing zeros, e.g. "10.5".
+std::string format_long_double(long double v);
+
+/// Reads options left to right. Errors are remembered (first one wins) for the caller to reply.
+class ArgParser {
+ public:
+  ArgParser(std::span<const std::string_view> args, size_t start) : args_(args), pos_(start) {}
+
+  bool done() const { return pos_ >= args_.size(); }
+  size_t remaining() const { return done() ? 0 : args_.size() - pos_; }
+  /// The next argument, consumed. Sets a syntax error when none is left.
+  std::string_view next();
+  /// Consumes the next argument when it equals `token` (ASCII case-insensitive).
+  bool eat(std::string_view token);
+  /// The next argument as a strict int64, consumed; sets `err::kNotInteger` on failure.
+  int64_t next_int();
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  void fail(std::string_view text) {
+    if (error_.empty()) error_ = text;
+  }
+
+ private:
+  std::span<const std::string_view> args_;
+  size_t pos_;
+  std::string error_;
+};
+
+/// Expiry options shared by SET and GETEX: EX s | PX ms | EXAT s | PXAT ms | KEEPTTL | PERSIST.
+struct ExpireOption {
+  enum Kind { kNone, kAt, kKeep, kPersist } kind = kNone;
+  int64_t at_ms = 0;  ///< absolute deadline for kAt
+};
+
+/// Tries to read one expiry option at the parser's position into `opt`. Returns false when the
+/// next argument is not an expiry option. A second expiry option, a non-integer, or a value
+/// <= 0 or overflowing sets the parser's error (`command` names the command in the message).
+/// `allow_keep`/`allow_persist` say which of KEEPTTL (SET) and PERSIST (GETEX) are valid.
+bool parse_expire_option(ArgParser& p, std::string_view command, int64_t now_ms,
+                         bool allow_keep, bool allow_persist, ExpireOption* opt);
+
+/// Converts a relative or absolute time in seconds or ms to an absolute Unix-ms deadline, with
+/// Redis's checks: `value` <= 0 is invalid, overflow is invalid. Null when invalid.
+std::optional<int64_t> deadline_ms(int64_t value, bool seconds, bool absolute, int64_t now_ms);
+
+}  // namespace server

@@ -1,0 +1,52 @@
+#include "server/command.h"
+
+#include <cctype>
+
+namespace server {
+
+void to_lower(std::string_view in, std::string* out) {
+  out->resize(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    (*out)[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(in[i])));
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+void CommandTable::add(CommandSpec spec) {
+  spec.full_name = spec.name;
+  for (auto& sub : spec.subcommands) sub.full_name = spec.name + "|" + sub.name;
+  std::string name = spec.name;
+  auto [it, inserted] = by_name_.emplace(name, std::move(spec));
+  if (inserted) order_.push_back(&it->second);
+}
+
+const CommandSpec* CommandTable::find(std::string_view name) const {
+  thread_local std::string lower;
+  to_lower(name, &lower);
+  auto it = by_name_.find(lower);
+  return it == by_name_.end() ? nullptr : &it->second;
+}
+
+const CommandSpec* CommandTable::find_sub(const CommandSpec& container, std::string_view name) {
+  for (const auto& sub : container.subcommands)
+    if (iequals(sub.name, name)) return &sub;
+  return nullptr;
+}
+
+std::vector<size_t> CommandTable::key_positions(const CommandSpec& spec, size_t argc) {
+  std::vector<size_t> keys;
+  if (spec.first_key <= 0 || argc == 0) return keys;
+  size_t last = spec.last_key < 0 ? argc + spec.last_key : static_cast<size_t>(spec.last_key);
+  size_t step = spec.key_step > 0 ? spec.key_step : 1;
+  for (size_t i = spec.first_key; i <= last && i < argc; i += step) keys.push_back(i);
+  return keys;
+}
+
+}  // namespace server

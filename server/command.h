@@ -1,0 +1,100 @@
+// server/command.h - the command table: one entry per command, the single source for dispatch
+// (arity, flags, auth), COMMAND INFO/DOCS/GETKEYS and, later, cluster slot checks.
+//
+// Entries follow Redis 7's command model (src/commands/*.json): arity counts the command name
+// (negative = at least), key positions are first/last/step (last -1 = the last argument).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "resp/parser.h"
+#include "resp/writer.h"
+#include "tiering/keyspace.h"
+
+namespace server {
+
+class Server;
+class Connection;
+
+/// Command flags, named as in Redis's COMMAND INFO.
+enum CommandFlag : uint32_t {
+  kWrite = 1 << 0,     ///< may modify the keyspace
+  kReadonly = 1 << 1,  ///< only reads
+  kDenyOom = 1 << 2,   ///< refused when used memory > maxmemory
+  kAdmin = 1 << 3,     ///< administrative
+  kFast = 1 << 4,      ///< O(1) or O(log N)
+  kNoAuth = 1 << 5,    ///< allowed before authentication
+  kLoading = 1 << 6,   ///< allowed while loading
+  kStale = 1 << 7,     ///< allowed on a stale replica
+  kAllowBusy = 1 << 8,
+  kNoScript = 1 << 9,
+};
+
+/// Everything a handler needs for one call. Valid only during the call.
+struct CommandContext {
+  Server& server;
+  Connection& conn;
+  resp::Writer& out;
+  const resp::Request& req;
+  std::span<const std::string_view> args;  ///< args[0] is the command name as sent
+  int64_t now_ms;                          ///< Unix ms at dispatch
+  tiering::Keyspace& ks;
+};
+
+using Handler = void (*)(CommandContext&);
+
+/// One command or subcommand.
+struct CommandSpec {
+  std::string name;   ///< lower case, e.g. "set" or, for a subcommand, "kill"
+  int arity = 0;      ///< number of arguments including the name; negative = at least -arity
+  uint32_t flags = 0;
+  int first_key = 0;  ///< 0 = no keys
+  int last_key = 0;   ///< -1 = last argument
+  int key_step = 0;
+  Handler handler = nullptr;
+  std::string group;       ///< COMMAND DOCS group: "string", "generic", "connection", "server"
+  std::string summary;     ///< one line, for COMMAND DOCS
+  std::string since;       ///< Redis version that introduced the command
+  std::string complexity;  ///< for COMMAND DOCS
+  std::vector<CommandSpec> subcommands;  ///< for containers such as CLIENT or CONFIG
+
+  /// "client|kill" for subcommands, "get" otherwise (set by CommandTable::add).
+  std::string full_name;
+};
+
+/// All commands. Filled once at start-up, then read-only (so thread-safe to read).
+class CommandTable {
+ public:
+  /// Registers a command (and its subcommands).
+  void add(CommandSpec spec);
+  /// Case-insensitive lookup of a top-level command; null when unknown.
+  const CommandSpec* find(std::string_view name) const;
+  /// Case-insensitive lookup of a subcommand of `container`; null when unknown.
+  static const CommandSpec* find_sub(const CommandSpec& container, std::string_view name);
+  /// Every top-level command, in registration order.
+  const std::vector<const CommandSpec*>& all() const { return order_; }
+  /// Indexes of the key arguments of `args` for `spec` (COMMAND GETKEYS, slot checks).
+  static std::vector<size_t> key_positions(const CommandSpec& spec, size_t argc);
+  /// Whether `argc` satisfies the spec's arity.
+  static bool arity_ok(const CommandSpec& spec, size_t argc) {
+    return spec.arity >= 0 ? argc == static_cast<size_t>(spec.arity)
+                           : argc >= static_cast<size_t>(-spec.arity);
+  }
+
+ private:
+  std::unordered_map<std::string, CommandSpec> by_name_;
+  std::vector<const CommandSpec*> order_;
+};
+
+/// Lower-cases ASCII into `out` (reusing its storage).
+void to_lower(std::string_view in, std::string* out);
+
+/// Case-insensitive ASCII equality.
+bool iequals(std::string_view a, std::string_view b);
+
+}  // namespace server

@@ -1,0 +1,241 @@
+#include "server/config.h"
+
+#include <charconv>
+#include <cstdio>
+#include <thread>
+
+#include <toml.hpp>
+
+#include "server/command.h"
+#include "tiering/glob.h"
+
+namespace server {
+namespace {
+
+enum class Type { kInt, kSize, kBool, kString, kEnum };
+
+struct Spec {
+  Key key;
+  const char* name;
+  Type type;
+  const char* def;
+  bool runtime;  // settable by CONFIG SET
+  int64_t min = 0, max = INT64_MAX;
+  std::vector<const char*> choices = {};
+};
+
+const std::vector<Spec>& specs() {
+  static const std::vector<Spec> table = {
+      {Key::kBind, "bind", Type::kString, "127.0.0.1", false},
+      {Key::kPort, "port", Type::kInt, "6379", false, 0, 65535},
+      {Key::kUnixSocket, "unixsocket", Type::kString, "", false},
+      {Key::kUnixSocketPerm, "unixsocketperm", Type::kInt, "0", false, 0, 0777},
+      {Key::kThreads, "threads", Type::kInt, "0", false, 0, 1024},
+      {Key::kMaxClients, "maxclients", Type::kInt, "10000", true, 1, 1000000},
+      {Key::kTimeout, "timeout", Type::kInt, "0", true, 0, INT32_MAX},
+      {Key::kTcpKeepalive, "tcp-keepalive", Type::kInt, "300", true, 0, INT32_MAX},
+      {Key::kTcpBacklog, "tcp-backlog", Type::kInt, "511", false, 0, INT32_MAX},
+      {Key::kRequirePass, "requirepass", Type::kString, "", true},
+      {Key::kProtectedMode, "protected-mode", Type::kBool, "yes", true},
+      {Key::kProtoMaxBulkLen, "proto-max-bulk-len", Type::kSize, "512mb", true, 1024 * 1024},
+      {Key::kClientQueryBufferLimit, "client-query-buffer-limit", Type::kSize, "1gb", true,
+       1024 * 1024},
+      {Key::kMaxMemory, "maxmemory", Type::kSize, "0", true},
+      {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "noeviction", true, 0, 0,
+       {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
+        "allkeys-lfu", "allkeys-random", "noeviction"}},
+      {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
+       INT64_MIN},
+      {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},
+      {Key::kHz, "hz", Type::kInt, "10", true, 1, 500},
+      {Key::kDatabases, "databases", Type::kInt, "1", false, 1, 1},
+      {Key::kLogLevel, "loglevel", Type::kEnum, "notice", true, 0, 0,
+       {"debug", "verbose", "notice", "warning"}},
+      {Key::kLogFile, "logfile", Type::kString, "", false},
+      {Key::kPidFile, "pidfile", Type::kString, "", false},
+      // stratakv keeps no RDB/AOF files: these read back what redis-benchmark and tools ask.
+      {Key::kSave, "save", Type::kString, "", false},
+      {Key::kAppendOnly, "appendonly", Type::kBool, "no", false},
+  };
+  return table;
+}
+
+const Spec* find_spec(std::string_view name) {
+  for (const auto& s : specs())
+    if (iequals(s.name, name)) return &s;
+  return nullptr;
+}
+
+std::optional<int64_t> parse_int(std::string_view s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::string format(const Spec& spec, int64_t num, const std::string& str) {
+  switch (spec.type) {
+    case Type::kInt:
+    case Type::kSize:
+      return std::to_string(num);
+    case Type::kBool:
+      return num ? "yes" : "no";
+    case Type::kEnum:
+      return spec.choices[num];
+    case Type::kString:
+      return str;
+  }
+  return str;
+}
+
+}  // namespace
+
+Config::Config() {
+  for (const auto& s : specs()) {
+    auto err = set(s.name, s.def, false);
+    (void)err;  // defaults are valid by construction
+  }
+  if (num(Key::kThreads) == 0) {
+    unsigned n = std::thread::hardware_concurrency();
+    nums_[static_cast<int>(Key::kThreads)] = n ? n : 1;
+  }
+}
+
+std::optional<int64_t> Config::parse_size(std::string_view s) {
+  struct Unit {
+    const char* suffix;
+    int64_t mul;
+  };
+  static const Unit units[] = {{"kb", 1024},       {"mb", 1024 * 1024}, {"gb", 1024ll << 30},
+                               {"k", 1000},        {"m", 1000 * 1000},  {"g", 1000000000ll},
+                               {"b", 1}};
+  int64_t mul = 1;
+  for (const auto& u : units) {
+    std::string_view suf(u.suffix);
+    if (s.size() > suf.size() && iequals(s.substr(s.size() - suf.size()), suf)) {
+      s.remove_suffix(suf.size());
+      mul = u.mul;
+      break;
+    }
+  }
+  auto v = parse_int(s);
+  if (!v || *v < 0 || *v > INT64_MAX / mul) return std::nullopt;
+  return *v * mul;
+}
+
+std::string Config::human_bytes(uint64_t n) {
+  char buf[64];
+  const double d = static_cast<double>(n);
+  if (n < 1024) std::snprintf(buf, sizeof buf, "%lluB", static_cast<unsigned long long>(n));
+  else if (n < (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2fK", d / 1024);
+  else if (n < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2fM", d / (1 << 20));
+  else if (n < (1ull << 40)) std::snprintf(buf, sizeof buf, "%.2fG", d / (1ull << 30));
+  else if (n < (1ull << 50)) std::snprintf(buf, sizeof buf, "%.2fT", d / (1ull << 40));
+  else std::snprintf(buf, sizeof buf, "%.2fP", d / (1ull << 50));
+  return buf;
+}
+
+bool Config::known(std::string_view name) { return find_spec(name) != nullptr; }
+
+std::optional<std::string> Config::set(std::string_view name, std::string_view value,
+                                       bool runtime) {
+  const Spec* spec = find_spec(name);
+  if (spec == nullptr) return "Unknown option '" + std::string(name) + "'";
+  if (runtime && !spec->runtime)
+    return "can't set immutable config '" + std::string(spec->name) + "'";
+  const int i = static_cast<int>(spec->key);
+  std::optional<int64_t> v;
+  switch (spec->type) {
+    case Type::kInt:
+      v = parse_int(value);
+      if (!v) return "argument couldn't be parsed into an integer";
+      break;
+    case Type::kSize:
+      v = parse_size(value);
+      if (!v) return "argument must be a memory value";
+      break;
+    case Type::kBool:
+      if (iequals(value, "yes")) v = 1;
+      else if (iequals(value, "no")) v = 0;
+      else return "argument must be 'yes' or 'no'";
+      break;
+    case Type::kEnum:
+      for (size_t c = 0; c < spec->choices.size(); ++c)
+        if (iequals(value, spec->choices[c])) v = static_cast<int64_t>(c);
+      if (!v) return "argument(s) must be one of the following: " + [&] {
+          std::string all;
+          for (auto c : spec->choices) all += std::string(all.empty() ? "" : ", ") + c;
+          return all;
+        }();
+      break;
+    case Type::kString: {
+      std::lock_guard lock(mu_);
+      strs_[i] = std::string(value);
+      nums_[i].store(value.empty() ? 0 : 1, std::memory_order_relaxed);  // "is set"
+      return std::nullopt;
+    }
+  }
+  if (spec->type == Type::kInt || spec->type == Type::kSize) {
+    if (*v < spec->min || *v > spec->max)
+      return "argument must be between " + std::to_string(spec->min) + " and " +
+             std::to_string(spec->max) + " inclusive";
+  }
+  nums_[i].store(*v, std::memory_order_relaxed);
+  return std::nullopt;
+}
+
+std::string Config::str(Key k) const {
+  std::lock_guard lock(mu_);
+  return strs_[static_cast<int>(k)];
+}
+
+std::vector<std::pair<std::string, std::string>> Config::get(std::string_view pattern) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& s : specs()) {
+    if (!tiering::glob_match(pattern, s.name, true)) continue;
+    const int i = static_cast<int>(s.key);
+    out.emplace_back(s.name, format(s, nums_[i].load(std::memory_order_relaxed), str(s.key)));
+  }
+  return out;
+}
+
+namespace {
+
+// Flattens a TOML table into (dotted name, value text) pairs.
+std::optional<std::string> flatten(const toml::value& table, const std::string& prefix,
+                                   std::vector<std::pair<std::string, std::string>>* out) {
+  for (const auto& [k, v] : table.as_table()) {
+    std::string name = prefix.empty() ? k : prefix + "." + k;
+    if (v.is_table()) {
+      if (auto err = flatten(v, name, out)) return err;
+    } else if (v.is_string()) {
+      out->emplace_back(name, v.as_string().str);
+    } else if (v.is_integer()) {
+      out->emplace_back(name, std::to_string(v.as_integer()));
+    } else if (v.is_boolean()) {
+      out->emplace_back(name, v.as_boolean() ? "yes" : "no");
+    } else if (v.is_floating()) {
+      out->emplace_back(name, std::to_string(v.as_floating()));
+    } else {
+      return "unsupported value type for '" + name + "'";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> Config::load_file(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  try {
+    const toml::value root = toml::parse(path);
+    if (auto err = flatten(root, "", &pairs)) return path + ": " + *err;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  for (const auto& [name, value] : pairs)
+    if (auto err = set(name, value, false)) return path + ": " + name + ": " + *err;
+  return std::nullopt;
+}
+
+}  // namespace server

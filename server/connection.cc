@@ -1,0 +1,189 @@
+#include "server/connection.h"
+
+#include <asio/experimental/as_tuple.hpp>
+
+#include "server/log.h"
+#include "server/server.h"
+#include "tiering/value.h"
+
+namespace server {
+
+namespace {
+constexpr size_t kReadBufferSize = 16 * 1024;
+// Replies pending past this many bytes are written before the batch ends, which bounds a
+// connection's output buffer under deep pipelines.
+constexpr size_t kFlushThreshold = 256 * 1024;
+}  // namespace
+
+Connection::Connection(Server& server, Worker& worker, Socket socket, std::string peer,
+                       std::string local, bool is_unix)
+    : server_(server),
+      worker_(worker),
+      socket_(std::move(socket)),
+      peer_(std::move(peer)),
+      local_(std::move(local)),
+      is_unix_(is_unix),
+      id_(server.clients().next_id()),
+      created_ms_(tiering::now_ms()),
+      last_ms_(created_ms_),
+      parser_({}, [this](size_t len) { return allocate_bulk(len); }),
+      rbuf_(kReadBufferSize) {
+  authenticated = server_.config().num(Key::kRequirePass) == 0;
+}
+
+Connection::~Connection() = default;
+
+resp::LargeBulk Connection::allocate_bulk(size_t len) {
+  auto value = tiering::ValueBuffer::allocate(len);
+  if (!value) return {};
+  char* data = value->data();
+  return {data, std::move(value)};
+}
+
+void Connection::start() {
+  server_.clients().add(id_, weak_from_this());
+  asio::co_spawn(worker_.io, [self = shared_from_this()] { return self->run(); }, asio::detached);
+}
+
+void Connection::close() {
+  if (closed_.exchange(true)) return;
+  asio::post(worker_.io, [self = shared_from_this()] {
+    asio::error_code ec;
+    self->socket_.shutdown(Socket::shutdown_both, ec);
+    self->socket_.close(ec);
+  });
+}
+
+void Connection::set_name(std::string name) {
+  std::lock_guard lock(info_mu_);
+  name_ = std::move(name);
+}
+
+std::string Connection::name() const {
+  std::lock_guard lock(info_mu_);
+  return name_;
+}
+
+void Connection::set_lib(std::string_view attr, std::string value) {
+  std::lock_guard lock(info_mu_);
+  (attr == "lib-name" ? lib_name_ : lib_ver_) = std::move(value);
+}
+
+int64_t Connection::idle_ms(int64_t now_ms) const {
+  return now_ms - last_ms_.load(std::memory_order_relaxed);
+}
+
+std::string Connection::describe(int64_t now_ms) const {
+  std::lock_guard lock(info_mu_);
+  std::string s;
+  s.reserve(320);
+  s += "id=" + std::to_string(id_);
+  s += " addr=" + (is_unix_ ? std::string("/unixsocket:0") : peer_);
+  s += " laddr=" + local_;
+  s += " fd=" + std::to_string(const_cast<Socket&>(socket_).native_handle());
+  s += " name=" + name_;
+  s += " age=" + std::to_string((now_ms - created_ms_) / 1000);
+  s += " idle=" + std::to_string(idle_ms(now_ms) / 1000);
+  s += std::string(" flags=") + (no_evict ? "e" : "N");
+  s += " db=0 sub=0 psub=0 ssub=0 multi=-1";
+  const size_t qbuf = reserved_counted_.load(std::memory_order_relaxed);
+  const CommandSpec* cmd = last_cmd_.load(std::memory_order_relaxed);
+  s += " qbuf=" + std::to_string(qbuf) + " qbuf-free=0 argv-mem=0 multi-mem=0";
+  s += " rbs=" + std::to_string(kReadBufferSize) + " rbp=0 obl=0 oll=0 omem=0";
+  s += " tot-mem=" + std::to_string(kReadBufferSize + qbuf);
+  s += " events=r cmd=" + (cmd ? cmd->full_name : std::string("NULL")) + " user=default redir=-1";
+  s += " resp=" + std::to_string(resp_.load(std::memory_order_relaxed));
+  s += " lib-name=" + lib_name_ + " lib-ver=" + lib_ver_;
+  return s;
+}
+
+asio::awaitable<bool> Connection::flush() {
+  out_scratch_.clear();
+  writer_.buffers(&out_scratch_);
+  std::vector<asio::const_buffer> bufs;
+  bufs.reserve(out_scratch_.size());
+  size_t total = 0;
+  for (const auto& b : out_scratch_) {
+    bufs.emplace_back(b.data, b.size);
+    total += b.size;
+  }
+  auto [ec, n] = co_await asio::async_write(socket_, bufs,
+                                            asio::experimental::as_tuple(asio::use_awaitable));
+  WorkerStats::bump(worker_.stats.net_out, n);
+  writer_.clear();
+  co_return !ec && n == total;
+}
+
+asio::awaitable<void> Connection::run() {
+  auto token = asio::experimental::as_tuple(asio::use_awaitable);
+  Config& config = server_.config();
+  size_t pos = 0, have = 0;
+  while (!closed_.load(std::memory_order_relaxed)) {
+    // 1. Run every complete request in the buffer.
+    bool protocol_error = false;
+    while (pos < have && !closed_.load(std::memory_order_relaxed)) {
+      parser_.set_unauthenticated(!authenticated && config.num(Key::kRequirePass) != 0);
+      parser_.limits().max_bulk_len = config.num(Key::kProtoMaxBulkLen);
+      resp::Parser::Status st;
+      pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
+      if (st == resp::Parser::Status::kRequest) {
+        execute(parser_.request(), tiering::now_ms());
+        if (close_after_reply_) break;
+        if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
+      } else if (st == resp::Parser::Status::kError) {
+        writer_.error(parser_.error());
+        protocol_error = true;
+        break;
+      }
+    }
+
+    if (closed_.load(std::memory_order_relaxed)) break;
+
+    // 2. Account for the partial request held by the parser; enforce the query buffer limit.
+    size_t reserved = parser_.reserved_bytes();
+    size_t counted = reserved_counted_.load(std::memory_order_relaxed);
+    if (reserved != counted) {
+      auto& total = server_.stats().reserved_bulk_bytes;
+      if (reserved > counted) total.fetch_add(reserved - counted);
+      else total.fetch_sub(counted - reserved);
+      reserved_counted_.store(reserved, std::memory_order_relaxed);
+    }
+    if (reserved > static_cast<size_t>(config.num(Key::kClientQueryBufferLimit))) {
+      log::warning("closing client that reached max query buffer length id=" +
+                   std::to_string(id_) + " addr=" + peer_ + " qbuf=" + std::to_string(reserved));
+      break;
+    }
+
+    // 3. Write the batch's replies.
+    if (!writer_.empty() && !co_await flush()) break;
+    if (protocol_error || close_after_reply_) break;
+
+    // 4. Read more: into the large bulk's own buffer when inside one, else the read buffer.
+    pos = have = 0;
+    std::span<char> window = parser_.large_bulk_window();
+    if (!window.empty()) {
+      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(window.data(), window.size()),
+                                                      token);
+      if (ec) break;
+      parser_.commit_large_bulk(n);
+      WorkerStats::bump(worker_.stats.net_in, n);
+    } else {
+      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(rbuf_), token);
+      if (ec) break;
+      have = n;
+      WorkerStats::bump(worker_.stats.net_in, n);
+    }
+    last_ms_.store(tiering::now_ms(), std::memory_order_relaxed);
+  }
+
+  // Closed: release what the partial request held and leave the registry.
+  parser_.reset();
+  server_.stats().reserved_bulk_bytes.fetch_sub(reserved_counted_.exchange(0));
+  writer_.clear();
+  server_.clients().remove(id_);
+  closed_.store(true);
+  asio::error_code ec;
+  socket_.close(ec);
+}
+
+}  // namespace server

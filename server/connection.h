@@ -1,0 +1,101 @@
+// server/connection.h - one client connection: read, parse, dispatch, reply.
+//
+// A connection lives on one worker thread. Its loop (a C++20 coroutine on Asio) reads into a
+// fixed read buffer, feeds the RESP parser, runs every complete request, and writes all replies
+// of that batch in one scatter-gather write before reading again: pipelined replies keep request
+// order and a connection's output is bounded by one batch. When the parser is inside a large
+// bulk, the socket is read straight into the value's own buffer (one copy, socket to home).
+#pragma once
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "resp/parser.h"
+#include "resp/writer.h"
+#include "server/command.h"
+
+namespace server {
+
+class Server;
+struct Worker;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Socket = asio::generic::stream_protocol::socket;
+
+  /// `peer`/`local` are "ip:port" or, for the Unix socket, its path.
+  Connection(Server& server, Worker& worker, Socket socket, std::string peer, std::string local,
+             bool is_unix);
+  ~Connection();
+
+  /// Registers the client and starts its loop on the worker's thread.
+  void start();
+  /// Closes the connection as soon as possible. Thread-safe.
+  void close();
+  /// Closes the connection once the pending replies are written (QUIT, CLIENT KILL of self).
+  void close_after_reply() { close_after_reply_ = true; }
+
+  uint64_t id() const { return id_; }
+  const std::string& peer() const { return peer_; }
+  const std::string& local() const { return local_; }
+  Worker& worker() { return worker_; }
+  resp::Writer& writer() { return writer_; }
+
+  // Session state, changed by commands on this connection's own thread.
+  bool authenticated = false;
+  bool no_evict = false;
+  /// RESP protocol version of replies (2 or 3).
+  int protocol() const { return writer_.protocol(); }
+  void set_protocol(int v) {
+    writer_.set_protocol(v);
+    resp_.store(v, std::memory_order_relaxed);
+  }
+
+  // Descriptive fields, read by CLIENT LIST from other threads. Thread-safe.
+  void set_name(std::string name);
+  std::string name() const;
+  void set_lib(std::string_view attr, std::string value);
+  /// One line of CLIENT LIST / CLIENT INFO, in Redis 7.2's field order (no trailing newline).
+  std::string describe(int64_t now_ms) const;
+  /// Milliseconds since the last request.
+  int64_t idle_ms(int64_t now_ms) const;
+
+  /// Runs one request (server/dispatch.cc).
+  void execute(const resp::Request& req, int64_t now_ms);
+
+ private:
+  asio::awaitable<void> run();
+  asio::awaitable<bool> flush();
+  resp::LargeBulk allocate_bulk(size_t len);
+
+  Server& server_;
+  Worker& worker_;
+  Socket socket_;
+  const std::string peer_, local_;
+  const bool is_unix_;
+  const uint64_t id_;
+  const int64_t created_ms_;
+  std::atomic<int64_t> last_ms_;
+  std::atomic<int> resp_{2};
+  std::atomic<bool> closed_{false};
+  bool close_after_reply_ = false;
+
+  resp::Parser parser_;
+  resp::Writer writer_;
+  std::vector<char> rbuf_;
+  std::vector<resp::OutBuffer> out_scratch_;
+  std::atomic<size_t> reserved_counted_{0};  // this client's part of reserved_bulk_bytes
+  std::atomic<const CommandSpec*> last_cmd_{nullptr};
+
+  mutable std::mutex info_mu_;
+  std::string name_, lib_name_, lib_ver_;
+
+};
+
+}  // namespace server

@@ -1,0 +1,85 @@
+// server/dispatch.cc - Connection::execute: from a parsed request to a handler call.
+//
+// Order of checks follows Redis 7.0's processCommand: lookup (unknown command), arity,
+// authentication, maxmemory for denyoom commands; then the call, its stats and the slowlog.
+#include <chrono>
+
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/server.h"
+
+namespace server {
+
+namespace {
+
+// "ERR unknown command 'foo', with args beginning with: 'a' 'b' " (server.c processCommand).
+std::string unknown_command(const resp::Request& req) {
+  std::string args;
+  for (size_t i = 1; i < req.size() && args.size() < 128; ++i) {
+    size_t room = 128 - args.size();
+    args += "'" + std::string(req[i].substr(0, room)) + "' ";
+  }
+  return "ERR unknown command '" + std::string(req[0].substr(0, 128)) +
+         "', with args beginning with: " + args;
+}
+
+}  // namespace
+
+void Connection::execute(const resp::Request& req, int64_t now_ms) {
+  if (req.empty()) return;
+  WorkerStats& stats = worker_.stats;
+  const CommandSpec* spec = server_.commands().find(req[0]);
+  if (spec == nullptr) {
+    WorkerStats::bump(stats.rejected);
+    writer_.error(unknown_command(req));
+    return;
+  }
+  if (!spec->subcommands.empty() && req.size() >= 2) {
+    const CommandSpec* sub = CommandTable::find_sub(*spec, req[1]);
+    if (sub == nullptr) {
+      WorkerStats::bump(stats.rejected);
+      writer_.error(err::unknown_subcommand(req[1], spec->name));
+      return;
+    }
+    spec = sub;
+  }
+  if (!CommandTable::arity_ok(*spec, req.size())) {
+    WorkerStats::bump(stats.rejected);
+    writer_.error(err::wrong_arity(spec->full_name));
+    return;
+  }
+  Config& config = server_.config();
+  if (!authenticated && !(spec->flags & kNoAuth) && config.num(Key::kRequirePass) != 0) {
+    WorkerStats::bump(stats.rejected);
+    writer_.error(err::kNoAuth);
+    return;
+  }
+  if (spec->flags & kDenyOom) {
+    int64_t maxmemory = config.num(Key::kMaxMemory);
+    if (maxmemory > 0 &&
+        server_.stats().used_memory.load(std::memory_order_relaxed) > uint64_t(maxmemory)) {
+      WorkerStats::bump(stats.rejected);
+      writer_.error(err::kOom);
+      return;
+    }
+  }
+
+  last_cmd_.store(spec, std::memory_order_relaxed);
+  CommandContext ctx{server_, *this, writer_, req, req.args(), now_ms, server_.keyspace()};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    spec->handler(ctx);
+  } catch (const std::bad_alloc&) {
+    writer_.error(err::kOom);
+  }
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  WorkerStats::bump(stats.commands);
+  const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
+  if (threshold >= 0 && us >= threshold)
+    server_.slowlog().maybe_add(threshold, config.num(Key::kSlowlogMaxLen), us, now_ms / 1000,
+                                req.args(), peer_, name());
+}
+
+}  // namespace server

@@ -1,0 +1,466 @@
+// server/keyspace_family.cc - generic key commands: DEL, EXISTS, TYPE, RENAME, COPY, KEYS, SCAN,
+// RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, the expiry commands (EXPIRE..., TTL..., PERSIST), and the
+// OBJECT and MEMORY USAGE introspection commands. Semantics and error texts follow Redis 7.0's
+// db.c, expire.c and object.c.
+//
+// Reads that Redis does with LOOKUP_NOTOUCH (EXISTS, TYPE, TTL, OBJECT) use Shard::peek (counts
+// a hit or miss, leaves access stats alone); reads that touch (TOUCH, COPY's source) use lookup;
+// writes use find. Multi-key commands hold every involved shard through Keyspace::MultiLock, so
+// each one is atomic as in Redis. Values unlinked by a command are released after its locks drop.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/arg_parser.h"
+#include "server/config.h"
+#include "server/errors.h"
+#include "server/family.h"
+#include "server/server.h"
+#include "tiering/glob.h"
+
+namespace server {
+namespace {
+
+using tiering::Entry;
+using tiering::Keyspace;
+using tiering::Shard;
+using tiering::ValueRef;
+
+// Redis error texts used only here (db.c, expire.c, object.c, object.c getRangeLong...).
+constexpr std::string_view kSameObject = "ERR source and destination objects are the same";
+constexpr std::string_view kInvalidCursor = "ERR invalid cursor";
+constexpr std::string_view kIntRange =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
+constexpr std::string_view kExpireGtLt =
+    "ERR GT and LT options at the same time are not compatible";
+constexpr std::string_view kLruNotSelected =
+    "ERR An LRU maxmemory policy is not selected, access time not tracked. Please note that when "
+    "switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+// Bookkeeping per key besides the key's and the value's bytes, for MEMORY USAGE: the hash node
+// (next pointer, cached hash, key object, Entry), its bucket slot, and the value's shared control
+// block holding the ValueBuffer.
+constexpr size_t kEntryOverhead =
+    sizeof(Shard::Item) + 3 * sizeof(void*) + 2 * sizeof(void*) + sizeof(tiering::ValueBuffer);
+
+std::span<const std::string_view> keys_of(const CommandContext& ctx) {
+  return ctx.args.subspan(1);
+}
+
+bool live(const Entry& e, int64_t now) { return e.expire_ms == 0 || e.expire_ms > now; }
+
+// ---- DEL, UNLINK, EXISTS, TOUCH, TYPE ----
+
+// DEL and UNLINK alike: keys unlink at once, bytes go when the last reference drops.
+void cmd_del(CommandContext& ctx) {
+  std::vector<ValueRef> removed;  // outlives the lock: freed once the shards are released
+  {
+    Keyspace::MultiLock lock(ctx.ks, keys_of(ctx));
+    for (auto key : keys_of(ctx)) {
+      Shard& shard = ctx.ks.shard_of(key);
+      if (Shard::Item* item = shard.find(key, ctx.now_ms)) {
+        removed.push_back(std::move(item->second.value));
+        shard.erase(item);
+      }
+    }
+  }
+  ctx.out.integer(static_cast<int64_t>(removed.size()));
+}
+
+// EXISTS counts without touching access stats; TOUCH refreshes them. Duplicates count twice.
+void count_present(CommandContext& ctx, bool touch) {
+  int64_t n = 0;
+  Keyspace::MultiLock lock(ctx.ks, keys_of(ctx));
+  for (auto key : keys_of(ctx)) {
+    Shard& shard = ctx.ks.shard_of(key);
+    if (touch ? shard.lookup(key, ctx.now_ms) : shard.peek(key, ctx.now_ms)) ++n;
+  }
+  ctx.out.integer(n);
+}
+void cmd_exists(CommandContext& ctx) { count_present(ctx, false); }
+void cmd_touch(CommandContext& ctx) { count_present(ctx, true); }
+
+void cmd_type(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  ctx.out.simple(shard.peek(ctx.args[1], ctx.now_ms) ? "string" : "none");
+}
+
+// ---- RENAME, RENAMENX, COPY ----
+
+void rename_generic(CommandContext& ctx, bool nx) {
+  std::string_view src = ctx.args[1], dst = ctx.args[2];
+  ValueRef replaced;  // the old value of dst, freed after the locks drop
+  Keyspace::MultiLock lock(ctx.ks, ctx.args.subspan(1, 2));
+  Shard& from = ctx.ks.shard_of(src);
+  Shard::Item* item = from.find(src, ctx.now_ms);
+  if (item == nullptr) return ctx.out.error(err::kNoSuchKey);
+  if (src == dst) return nx ? ctx.out.integer(0) : ctx.out.ok();
+  Shard& to = ctx.ks.shard_of(dst);
+  if (Shard::Item* old = to.find(dst, ctx.now_ms)) {
+    if (nx) return ctx.out.integer(0);
+    replaced = std::move(old->second.value);
+  }
+  Entry moved = item->second;  // the value keeps its TTL and access stats
+  from.erase(item);
+  Shard::Item* at = to.upsert(dst, std::move(moved.value), moved.expire_ms, ctx.now_ms);
+  at->second.access_s = moved.access_s;
+  at->second.lfu = moved.lfu;
+  if (nx) ctx.out.integer(1);
+  else ctx.out.ok();
+}
+void cmd_rename(CommandContext& ctx) { rename_generic(ctx, false); }
+void cmd_renamenx(CommandContext& ctx) { rename_generic(ctx, true); }
+
+// COPY src dst [DB 0] [REPLACE]. A published value is immutable (APPEND and SETRANGE copy a
+// shared one before writing), so the copy shares the source's bytes.
+void cmd_copy(CommandContext& ctx) {
+  bool replace = false;
+  for (size_t i = 3; i < ctx.args.size(); ++i) {
+    if (iequals(ctx.args[i], "replace")) {
+      replace = true;
+    } else if (iequals(ctx.args[i], "db") && i + 1 < ctx.args.size()) {
+      auto db = parse_int(ctx.args[++i]);
+      if (!db) return ctx.out.error(err::kNotInteger);
+      if (*db < INT_MIN || *db > INT_MAX) return ctx.out.error(kIntRange);
+      if (*db != 0) return ctx.out.error(err::kDbIndexRange);  // one database only
+    } else {
+      return ctx.out.error(err::kSyntax);
+    }
+  }
+  std::string_view src = ctx.args[1], dst = ctx.args[2];
+  if (src == dst) return ctx.out.error(kSameObject);
+  ValueRef replaced;
+  Keyspace::MultiLock lock(ctx.ks, ctx.args.subspan(1, 2));
+  Shard::Item* item = ctx.ks.shard_of(src).lookup(src, ctx.now_ms);
+  if (item == nullptr) return ctx.out.integer(0);
+  Shard& to = ctx.ks.shard_of(dst);
+  if (Shard::Item* old = to.find(dst, ctx.now_ms)) {
+    if (!replace) return ctx.out.integer(0);
+    replaced = std::move(old->second.value);
+  }
+  to.upsert(dst, item->second.value, item->second.expire_ms, ctx.now_ms);
+  ctx.out.integer(1);
+}
+
+// ---- KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL ----
+
+void reply_keys(CommandContext& ctx, const std::vector<std::string>& keys) {
+  ctx.out.array(keys.size());
+  for (const auto& k : keys) ctx.out.bulk(k);
+}
+
+void cmd_keys(CommandContext& ctx) {
+  std::string_view pattern = ctx.args[1];
+  const bool all = pattern == "*";
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < ctx.ks.shard_count(); ++i) {
+    Shard& shard = ctx.ks.shard(i);
+    std::lock_guard lock(shard.mu);
+    for (const auto& [key, e] : shard.map())
+      if (live(e, ctx.now_ms) && (all || tiering::glob_match(pattern, key))) keys.push_back(key);
+  }
+  reply_keys(ctx, keys);
+}
+
+// A SCAN cursor as Redis's parseScanCursorOrReply reads it (strtoul): no leading space, "" is 0,
+// a sign is allowed, overflow is invalid.
+std::optional<uint64_t> parse_cursor(std::string_view s) {
+  if (!s.empty() && std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  std::string buf(s);
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(buf.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE) return std::nullopt;
+  return v;
+}
+
+// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
+void cmd_scan(CommandContext& ctx) {
+  auto cursor = parse_cursor(ctx.args[1]);
+  if (!cursor) return ctx.out.error(kInvalidCursor);
+  size_t count = 10;
+  std::string_view pattern, type;
+  bool use_pattern = false, use_type = false;
+  for (size_t i = 2; i < ctx.args.size(); i += 2) {
+    const bool has_value = i + 1 < ctx.args.size();
+    if (iequals(ctx.args[i], "count") && has_value) {
+      auto n = parse_int(ctx.args[i + 1]);
+      if (!n) return ctx.out.error(err::kNotInteger);
+      if (*n < 1) return ctx.out.error(err::kSyntax);
+      count = static_cast<size_t>(*n);
+    } else if (iequals(ctx.args[i], "match") && has_value) {
+      pattern = ctx.args[i + 1];
+      use_pattern = pattern != "*";
+    } else if (iequals(ctx.args[i], "type") && has_value) {
+      type = ctx.args[i + 1];
+      use_type = true;
+    } else {
+      return ctx.out.error(err::kSyntax);
+    }
+  }
+  const bool want_type = !use_type || iequals(type, "string");  // every value is a string
+  std::vector<std::string> keys;
+  uint64_t next = ctx.ks.scan(*cursor, count, ctx.now_ms, [&](const std::string& key, const Entry&) {
+    if (want_type && (!use_pattern || tiering::glob_match(pattern, key))) keys.push_back(key);
+  });
+  ctx.out.array(2);
+  ctx.out.bulk(std::to_string(next));
+  reply_keys(ctx, keys);
+}
+
+void cmd_randomkey(CommandContext& ctx) {
+  auto key = ctx.ks.random_key(ctx.now_ms);
+  if (key) ctx.out.bulk(*key);
+  else ctx.out.null();
+}
+
+void cmd_dbsize(CommandContext& ctx) { ctx.out.integer(static_cast<int64_t>(ctx.ks.size())); }
+
+// FLUSHDB / FLUSHALL [SYNC|ASYNC]; without an option, sync (lazyfree-lazy-user-flush no).
+void cmd_flush(CommandContext& ctx) {
+  bool async = false;
+  if (ctx.args.size() == 2 && iequals(ctx.args[1], "async")) async = true;
+  else if (ctx.args.size() != 1 && !(ctx.args.size() == 2 && iequals(ctx.args[1], "sync")))
+    return ctx.out.error(err::kSyntax);
+  ctx.ks.flush(async);
+  ctx.out.ok();
+}
+
+// ---- EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT ----
+
+enum ExpireFlag { kNx = 1, kXx = 2, kGt = 4, kLt = 8 };
+
+// expire.c expireGenericCommand: options first, then the time; a deadline not in the future
+// deletes the key. GT treats "no TTL" as infinite; LT treats it as satisfied.
+void expire_generic(CommandContext& ctx, std::string_view name, bool seconds, bool absolute) {
+  int flags = 0;
+  for (size_t i = 3; i < ctx.args.size(); ++i) {
+    std::string_view o = ctx.args[i];
+    if (iequals(o, "nx")) flags |= kNx;
+    else if (iequals(o, "xx")) flags |= kXx;
+    else if (iequals(o, "gt")) flags |= kGt;
+    else if (iequals(o, "lt")) flags |= kLt;
+    else return ctx.out.error("ERR Unsupported option " + std::string(o));
+  }
+  if ((flags & kNx) && (flags & (kXx | kGt | kLt))) return ctx.out.error(err::kExpireFlags);
+  if ((flags & kGt) && (flags & kLt)) return ctx.out.error(kExpireGtLt);
+  auto value = parse_int(ctx.args[2]);
+  if (!value) return ctx.out.error(err::kNotInteger);
+  int64_t when = *value;
+  if (seconds) {
+    if (when > INT64_MAX / 1000 || when < INT64_MIN / 1000)
+      return ctx.out.error(err::invalid_expire(name));
+    when *= 1000;
+  }
+  const int64_t base = absolute ? 0 : ctx.now_ms;
+  if (when > INT64_MAX - base) return ctx.out.error(err::invalid_expire(name));
+  when += base;
+
+  std::string_view key = ctx.args[1];
+  Shard& shard = ctx.ks.shard_of(key);
+  ValueRef dropped;  // declared before the lock: freed after it is released
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(key, ctx.now_ms);
+  if (item == nullptr) return ctx.out.integer(0);
+  const int64_t cur = item->second.expire_ms;  // 0 = no TTL
+  if (((flags & kNx) && cur != 0) || ((flags & kXx) && cur == 0) ||
+      ((flags & kGt) && (cur == 0 || when <= cur)) || ((flags & kLt) && cur != 0 && when >= cur))
+    return ctx.out.integer(0);
+  if (when <= ctx.now_ms) {
+    dropped = std::move(item->second.value);
+    shard.erase(item);
+  } else {
+    shard.set_expire(item, when);
+  }
+  ctx.out.integer(1);
+}
+void cmd_expire(CommandContext& ctx) { expire_generic(ctx, "expire", true, false); }
+void cmd_pexpire(CommandContext& ctx) { expire_generic(ctx, "pexpire", false, false); }
+void cmd_expireat(CommandContext& ctx) { expire_generic(ctx, "expireat", true, true); }
+void cmd_pexpireat(CommandContext& ctx) { expire_generic(ctx, "pexpireat", false, true); }
+
+// ---- TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST ----
+
+// -2 missing, -1 no TTL; seconds round to nearest as Redis: (ms + 500) / 1000.
+void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.peek(ctx.args[1], ctx.now_ms);
+  if (item == nullptr) return ctx.out.integer(-2);
+  const int64_t at = item->second.expire_ms;
+  if (at == 0) return ctx.out.integer(-1);
+  const int64_t t = std::max<int64_t>(absolute ? at : at - ctx.now_ms, 0);
+  ctx.out.integer(ms ? t : (t + 500) / 1000);
+}
+void cmd_ttl(CommandContext& ctx) { ttl_generic(ctx, false, false); }
+void cmd_pttl(CommandContext& ctx) { ttl_generic(ctx, true, false); }
+void cmd_expiretime(CommandContext& ctx) { ttl_generic(ctx, false, true); }
+void cmd_pexpiretime(CommandContext& ctx) { ttl_generic(ctx, true, true); }
+
+void cmd_persist(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(ctx.args[1], ctx.now_ms);
+  if (item == nullptr || item->second.expire_ms == 0) return ctx.out.integer(0);
+  shard.set_expire(item, 0);
+  ctx.out.integer(1);
+}
+
+// ---- OBJECT, MEMORY ----
+
+// The container's HELP reply, as Redis's addReplyHelp.
+void reply_help(CommandContext& ctx, std::string_view container,
+                std::initializer_list<std::string_view> lines) {
+  ctx.out.array(lines.size() + 3);
+  ctx.out.simple(std::string(container) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+  for (auto line : lines) ctx.out.simple(line);
+  ctx.out.simple("HELP");
+  ctx.out.simple("    Prints this help.");
+}
+
+// Runs `fn(entry)` on the key of an OBJECT subcommand under its shard lock; nil when missing.
+template <class Fn>
+void with_object(CommandContext& ctx, Fn fn) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[2]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.peek(ctx.args[2], ctx.now_ms);
+  if (item == nullptr) return ctx.out.null();
+  fn(item->second);
+}
+
+// Whether maxmemory-policy is volatile-lfu or allkeys-lfu (see config.cc for the order).
+bool lfu_policy(CommandContext& ctx) {
+  const int64_t p = ctx.server.config().num(Key::kMaxMemoryPolicy);
+  return p == 1 || p == 5;
+}
+
+void cmd_object_encoding(CommandContext& ctx) {
+  with_object(ctx, [&](const Entry& e) { ctx.out.bulk(string_encoding(e.value->view())); });
+}
+
+void cmd_object_freq(CommandContext& ctx) {
+  with_object(ctx, [&](const Entry& e) {
+    if (!lfu_policy(ctx)) return ctx.out.error(err::kLfuNotSelected);
+    ctx.out.integer(e.lfu);
+  });
+}
+
+void cmd_object_idletime(CommandContext& ctx) {
+  with_object(ctx, [&](const Entry& e) {
+    if (lfu_policy(ctx)) return ctx.out.error(kLruNotSelected);
+    ctx.out.integer(std::max<int64_t>(ctx.now_ms / 1000 - int64_t{e.access_s}, 0));
+  });
+}
+
+void cmd_object_refcount(CommandContext& ctx) {
+  with_object(ctx, [&](const Entry& e) { ctx.out.integer(e.value.use_count()); });
+}
+
+void cmd_object_help(CommandContext& ctx) {
+  reply_help(ctx, "OBJECT",
+             {"ENCODING <key>",
+              "    Return the kind of internal representation used in order to store the value",
+              "    associated with a <key>.",
+              "FREQ <key>",
+              "    Return the access frequency index of the <key>. The returned integer is",
+              "    proportional to the logarithm of the recent access frequency of the key.",
+              "IDLETIME <key>",
+              "    Return the idle time of the <key>, that is the approximated number of",
+              "    seconds elapsed since the last access to the key.",
+              "REFCOUNT <key>",
+              "    Return the number of references of the value associated with the specified",
+              "    <key>."});
+}
+
+// MEMORY USAGE key [SAMPLES count]: the value's allocated bytes, the key's bytes and a fixed
+// per-entry overhead. SAMPLES is checked and ignored (a string has nothing to sample).
+void cmd_memory_usage(CommandContext& ctx) {
+  for (size_t i = 3; i < ctx.args.size(); ++i) {
+    if (!iequals(ctx.args[i], "samples") || i + 1 == ctx.args.size())
+      return ctx.out.error(err::kSyntax);
+    auto samples = parse_int(ctx.args[++i]);
+    if (!samples) return ctx.out.error(err::kNotInteger);
+    if (*samples < 0) return ctx.out.error(err::kSyntax);
+  }
+  std::string_view key = ctx.args[2];
+  Shard& shard = ctx.ks.shard_of(key);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(key, ctx.now_ms);
+  if (item == nullptr) return ctx.out.null();
+  ctx.out.integer(static_cast<int64_t>(item->second.value->allocated() + key.size() + kEntryOverhead));
+}
+
+void cmd_memory_help(CommandContext& ctx) {
+  reply_help(ctx, "MEMORY",
+             {"USAGE <key> [SAMPLES <count>]",
+              "    Return memory in bytes used by <key> and its value. Nested values are",
+              "    sampled up to <count> times (default: 5, 0 means sample all)."});
+}
+
+}  // namespace
+
+void register_keyspace_family(CommandTable& t) {
+  const uint32_t w = kWrite, r = kReadonly;
+  auto spec = [](std::string name, int arity, uint32_t flags, int first, int last, Handler h,
+                 std::string group, std::string summary, std::string since,
+                 std::string complexity) {
+    return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags,
+                       .first_key = first, .last_key = last, .key_step = first > 0 ? 1 : 0,
+                       .handler = h, .group = std::move(group), .summary = std::move(summary),
+                       .since = std::move(since), .complexity = std::move(complexity)};
+  };
+  auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, Handler h,
+                 std::string summary, std::string since, std::string complexity,
+                 std::string group = "generic") {
+    t.add(spec(std::move(name), arity, flags, first, last, h, std::move(group),
+               std::move(summary), std::move(since), std::move(complexity)));
+  };
+  add("del", -2, w, 1, -1, cmd_del, "Delete a key", "1.0.0", "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).");
+  add("unlink", -2, w | kFast, 1, -1, cmd_del, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.");
+  add("exists", -2, r | kFast, 1, -1, cmd_exists, "Determine if a key exists", "1.0.0", "O(N) where N is the number of keys to check.");
+  add("touch", -2, r | kFast, 1, -1, cmd_touch, "Alters the last access time of a key(s). Returns the number of existing keys specified.", "3.2.1", "O(N) where N is the number of keys that will be touched.");
+  add("type", 2, r | kFast, 1, 1, cmd_type, "Determine the type stored at key", "1.0.0", "O(1)");
+  add("rename", 3, w, 1, 2, cmd_rename, "Rename a key", "1.0.0", "O(1)");
+  add("renamenx", 3, w | kFast, 1, 2, cmd_renamenx, "Rename a key, only if the new key does not exist", "1.0.0", "O(1)");
+  add("copy", -3, w | kDenyOom, 1, 2, cmd_copy, "Copy a key", "6.2.0", "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.");
+  add("keys", 2, r, 0, 0, cmd_keys, "Find all keys matching the given pattern", "1.0.0", "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.");
+  add("scan", -2, r, 0, 0, cmd_scan, "Incrementally iterate the keys space", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.");
+  add("randomkey", 1, r, 0, 0, cmd_randomkey, "Return a random key from the keyspace", "1.0.0", "O(1)");
+  add("dbsize", 1, r | kFast, 0, 0, cmd_dbsize, "Return the number of keys in the selected database", "1.0.0", "O(1)", "server");
+  add("flushdb", -1, w, 0, 0, cmd_flush, "Remove all keys from the current database", "1.0.0", "O(N) where N is the number of keys in the selected database", "server");
+  add("flushall", -1, w, 0, 0, cmd_flush, "Remove all keys from all databases", "1.0.0", "O(N) where N is the total number of keys in all databases", "server");
+  add("expire", -3, w | kFast, 1, 1, cmd_expire, "Set a key's time to live in seconds", "1.0.0", "O(1)");
+  add("pexpire", -3, w | kFast, 1, 1, cmd_pexpire, "Set a key's time to live in milliseconds", "2.6.0", "O(1)");
+  add("expireat", -3, w | kFast, 1, 1, cmd_expireat, "Set the expiration for a key as a UNIX timestamp", "1.2.0", "O(1)");
+  add("pexpireat", -3, w | kFast, 1, 1, cmd_pexpireat, "Set the expiration for a key as a UNIX timestamp specified in milliseconds", "2.6.0", "O(1)");
+  add("ttl", 2, r | kFast, 1, 1, cmd_ttl, "Get the time to live for a key in seconds", "1.0.0", "O(1)");
+  add("pttl", 2, r | kFast, 1, 1, cmd_pttl, "Get the time to live for a key in milliseconds", "2.6.0", "O(1)");
+  add("expiretime", 2, r | kFast, 1, 1, cmd_expiretime, "Get the expiration Unix timestamp for a key", "7.0.0", "O(1)");
+  add("pexpiretime", 2, r | kFast, 1, 1, cmd_pexpiretime, "Get the expiration Unix timestamp for a key in milliseconds", "7.0.0", "O(1)");
+  add("persist", 2, w | kFast, 1, 1, cmd_persist, "Remove the expiration from a key", "2.2.0", "O(1)");
+
+  // Containers: dispatch picks the subcommand, so the container itself has no handler.
+  const uint32_t help = kLoading | kStale;
+  CommandSpec object = spec("object", -2, 0, 0, 0, nullptr, "generic", "A container for object introspection commands", "2.2.3", "Depends on subcommand.");
+  object.subcommands = {
+      spec("encoding", 3, r, 2, 2, cmd_object_encoding, "generic", "Inspect the internal encoding of a Redis object", "2.2.3", "O(1)"),
+      spec("freq", 3, r, 2, 2, cmd_object_freq, "generic", "Get the logarithmic access frequency counter of a Redis object", "4.0.0", "O(1)"),
+      spec("idletime", 3, r, 2, 2, cmd_object_idletime, "generic", "Get the time since a Redis object was last accessed", "2.2.3", "O(1)"),
+      spec("refcount", 3, r, 2, 2, cmd_object_refcount, "generic", "Get the number of references to the value of the key", "2.2.3", "O(1)"),
+      spec("help", 2, help, 0, 0, cmd_object_help, "generic", "Show helpful text about the different subcommands", "6.2.0", "O(1)")};
+  t.add(std::move(object));
+  CommandSpec memory = spec("memory", -2, 0, 0, 0, nullptr, "server", "A container for memory diagnostics commands", "4.0.0", "Depends on subcommand.");
+  memory.subcommands = {
+      spec("usage", -3, r, 2, 2, cmd_memory_usage, "server", "Estimate the memory usage of a key", "4.0.0", "O(N) where N is the number of samples."),
+      spec("help", 2, help, 0, 0, cmd_memory_help, "server", "Show helpful text about the different subcommands", "4.0.0", "O(1)")};
+  t.add(std::move(memory));
+}
+
+}  // namespace server

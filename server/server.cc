@@ -1,0 +1,249 @@
+#include "server/server.h"
+
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/log.h"
+
+namespace server {
+
+namespace {
+
+std::string random_hex(size_t n) {
+  std::random_device rd;
+  static const char digits[] = "0123456789abcdef";
+  std::string s(n, '0');
+  for (auto& c : s) c = digits[rd() & 15];
+  return s;
+}
+
+std::string endpoint_text(const asio::ip::tcp::endpoint& ep) {
+  auto addr = ep.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped())
+    addr = asio::ip::make_address_v4(asio::ip::v4_mapped, addr.to_v6());
+  std::string host = addr.to_string();
+  if (addr.is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(ep.port());
+}
+
+bool is_loopback(const asio::ip::address& a) {
+  if (a.is_v4()) return a.to_v4().is_loopback();
+  auto v6 = a.to_v6();
+  return v6.is_loopback() ||
+         (v6.is_v4_mapped() && asio::ip::make_address_v4(asio::ip::v4_mapped, v6).is_loopback());
+}
+
+}  // namespace
+
+Server::Server(Config& config)
+    : config_(config),
+      cron_timer_(main_io_),
+      signals_(main_io_, SIGINT, SIGTERM),
+      start_ms_(tiering::now_ms()),
+      run_id_(random_hex(40)) {
+  register_all_commands(commands_);
+  size_t n = static_cast<size_t>(config_.num(Key::kThreads));
+  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>());
+}
+
+Server::~Server() {
+  for (auto& w : workers_)
+    if (w->thread.joinable()) w->thread.join();
+}
+
+std::optional<std::string> Server::listen() {
+  try {
+    std::string bind = config_.str(Key::kBind);
+    // `bind` may list several addresses; the first is used for now.
+    if (auto sp = bind.find(' '); sp != std::string::npos) bind.resize(sp);
+    if (bind.empty() || bind == "*") bind = "0.0.0.0";
+    asio::ip::tcp::endpoint ep(asio::ip::make_address(bind),
+                               static_cast<uint16_t>(config_.num(Key::kPort)));
+    tcp_acceptor_.emplace(main_io_);
+    tcp_acceptor_->open(ep.protocol());
+    tcp_acceptor_->set_option(asio::socket_base::reuse_address(true));
+    tcp_acceptor_->bind(ep);
+    tcp_acceptor_->listen(static_cast<int>(config_.num(Key::kTcpBacklog)));
+    tcp_port_ = tcp_acceptor_->local_endpoint().port();
+    accept_tcp();
+  } catch (const std::exception& e) {
+    return "could not listen on " + config_.str(Key::kBind) + ":" +
+           std::to_string(config_.num(Key::kPort)) + ": " + e.what();
+  }
+  std::string path = config_.str(Key::kUnixSocket);
+  if (!path.empty()) {
+    try {
+      ::unlink(path.c_str());
+      unix_acceptor_.emplace(main_io_, asio::local::stream_protocol::endpoint(path));
+      if (int perm = static_cast<int>(config_.num(Key::kUnixSocketPerm)); perm != 0)
+        ::chmod(path.c_str(), perm);
+      accept_unix();
+    } catch (const std::exception& e) {
+      return "could not listen on unix socket " + path + ": " + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
+void Server::accept_tcp() {
+  Worker& worker = *workers_[next_worker_++ % workers_.size()];
+  tcp_acceptor_->async_accept(worker.io, [this, &worker](asio::error_code ec,
+                                                          asio::ip::tcp::socket sock) {
+    if (ec) {
+      if (!stopping_) accept_tcp();
+      return;
+    }
+    stats_.connections_received.fetch_add(1);
+    asio::error_code ignore;
+    sock.set_option(asio::ip::tcp::no_delay(true), ignore);
+    if (config_.num(Key::kTcpKeepalive) > 0) sock.set_option(asio::socket_base::keep_alive(true), ignore);
+    auto peer = sock.remote_endpoint(ignore);
+    auto local = sock.local_endpoint(ignore);
+    auto reject = [&](std::string_view text) {
+      std::string line = "-" + std::string(text) + "\r\n";
+      asio::write(sock, asio::buffer(line), ignore);
+      sock.close(ignore);
+      stats_.connections_rejected.fetch_add(1);
+    };
+    if (clients_.count() >= static_cast<size_t>(config_.num(Key::kMaxClients))) {
+      reject(err::kMaxClients);
+    } else if (config_.num(Key::kProtectedMode) && config_.num(Key::kRequirePass) == 0 &&
+               !is_loopback(local.address()) && !is_loopback(peer.address())) {
+      reject(err::kProtectedMode);
+    } else {
+      int family = peer.address().is_v6() ? AF_INET6 : AF_INET;
+      Connection::Socket generic(worker.io, asio::generic::stream_protocol(family, IPPROTO_TCP),
+                                 sock.release());
+      std::make_shared<Connection>(*this, worker, std::move(generic), endpoint_text(peer),
+                                   endpoint_text(local), false)
+          ->start();
+    }
+    if (!stopping_) accept_tcp();
+  });
+}
+
+void Server::accept_unix() {
+  Worker& worker = *workers_[next_worker_++ % workers_.size()];
+  unix_acceptor_->async_accept(worker.io, [this, &worker](asio::error_code ec,
+                                                           asio::local::stream_protocol::socket s) {
+    if (ec) {
+      if (!stopping_) accept_unix();
+      return;
+    }
+    stats_.connections_received.fetch_add(1);
+    if (clients_.count() >= static_cast<size_t>(config_.num(Key::kMaxClients))) {
+      std::string line = "-" + std::string(err::kMaxClients) + "\r\n";
+      asio::error_code ignore;
+      asio::write(s, asio::buffer(line), ignore);
+      stats_.connections_rejected.fetch_add(1);
+    } else {
+      Connection::Socket generic(worker.io, asio::generic::stream_protocol(AF_UNIX, 0),
+                                 s.release());
+      std::string path = config_.str(Key::kUnixSocket);
+      std::make_shared<Connection>(*this, worker, std::move(generic), path, path, true)->start();
+    }
+    if (!stopping_) accept_unix();
+  });
+}
+
+void Server::refresh_memory() {
+  struct mallinfo2 mi = mallinfo2();
+  uint64_t used = mi.uordblks + mi.hblkhd;
+  stats_.used_memory.store(used, std::memory_order_relaxed);
+  if (used > stats_.used_memory_peak.load(std::memory_order_relaxed))
+    stats_.used_memory_peak.store(used, std::memory_order_relaxed);
+}
+
+void Server::cron() {
+  const int64_t hz = config_.num(Key::kHz);
+  cron_timer_.expires_after(std::chrono::milliseconds(1000 / hz));
+  cron_timer_.async_wait([this](asio::error_code ec) {
+    if (ec || stopping_) return;
+    const int64_t now = tiering::now_ms();
+    // Active expiry: up to 200 due keys per shard per tick.
+    keyspace_.active_expire(now, 200);
+    refresh_memory();
+    // instantaneous_ops_per_sec over the last tick.
+    uint64_t ops = sum(&WorkerStats::commands);
+    if (last_ops_ms_ != 0 && now > last_ops_ms_ && ops >= last_ops_)
+      stats_.ops_per_sec.store((ops - last_ops_) * 1000 / (now - last_ops_ms_));
+    last_ops_ = ops;
+    last_ops_ms_ = now;
+    // Idle clients (`timeout` seconds, 0 = never).
+    if (int64_t timeout = config_.num(Key::kTimeout); timeout > 0) {
+      clients_.for_each([&](Connection& c) {
+        if (c.idle_ms(now) > timeout * 1000) c.close();
+      });
+    }
+    cron();
+  });
+}
+
+void Server::run() {
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  for (auto& w : workers_) {
+    guards.push_back(asio::make_work_guard(w->io));
+    w->thread = std::thread([&io = w->io] { io.run(); });
+  }
+  signals_.async_wait([this](asio::error_code ec, int sig) {
+    if (ec) return;
+    log::notice(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                " scheduling shutdown");
+    stop();
+  });
+  refresh_memory();
+  cron();
+  main_io_.run();
+  // Stopping: close every client, let the workers finish, join them.
+  clients_.for_each([](Connection& c) { c.close(); });
+  guards.clear();
+  for (auto& w : workers_) {
+    w->io.stop();
+    if (w->thread.joinable()) w->thread.join();
+  }
+  std::string path = config_.str(Key::kUnixSocket);
+  if (!path.empty()) ::unlink(path.c_str());
+  log::notice("stratakv is now ready to exit, bye bye...");
+}
+
+void Server::stop() {
+  if (stopping_.exchange(true)) return;
+  asio::post(main_io_, [this] {
+    asio::error_code ec;
+    if (tcp_acceptor_) tcp_acceptor_->close(ec);
+    if (unix_acceptor_) unix_acceptor_->close(ec);
+    cron_timer_.cancel();
+    signals_.cancel();
+    main_io_.stop();
+  });
+}
+
+uint64_t Server::sum(std::atomic<uint64_t> WorkerStats::*counter) const {
+  uint64_t total = 0;
+  for (const auto& w : workers_) total += (w->stats.*counter).load(std::memory_order_relaxed);
+  return total;
+}
+
+void Server::reset_stats() {
+  // Counters are owned by their worker threads; a reset from another thread may lose an
+  // increment racing with it, which CONFIG RESETSTAT tolerates.
+  for (auto& w : workers_) {
+    w->stats.commands = 0;
+    w->stats.net_in = 0;
+    w->stats.net_out = 0;
+    w->stats.rejected = 0;
+    w->stats.failed = 0;
+  }
+  stats_.connections_received = 0;
+  stats_.connections_rejected = 0;
+  stats_.used_memory_peak = stats_.used_memory.load();
+  keyspace_.reset_stats();
+}
+
+}  // namespace server

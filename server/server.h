@@ -1,0 +1,120 @@
+// server/server.h - the process: I/O threads, listeners, cron, shared state and stats.
+//
+// N worker threads (`threads`), each running its own asio::io_context; accepted connections
+// are spread over the workers round-robin and live on one thread for their whole life, so a
+// connection's own state needs no locks. Shared state is the sharded keyspace (tiering/), the
+// read-only command table, the client registry and the slowlog, each with its own lock.
+#pragma once
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/client_registry.h"
+#include "server/command.h"
+#include "server/config.h"
+#include "server/slowlog.h"
+#include "tiering/keyspace.h"
+
+namespace server {
+
+/// Counters of one worker thread: written only by that thread, read by INFO from any.
+struct alignas(64) WorkerStats {
+  std::atomic<uint64_t> commands{0};   ///< total_commands_processed
+  std::atomic<uint64_t> net_in{0};     ///< total_net_input_bytes
+  std::atomic<uint64_t> net_out{0};    ///< total_net_output_bytes
+  std::atomic<uint64_t> rejected{0};   ///< rejected_calls (errors before the handler ran)
+  std::atomic<uint64_t> failed{0};     ///< failed_calls (error replies from the handler)
+
+  /// Adds to a counter; only the owning thread calls this, so no read-modify-write race.
+  static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+
+/// One I/O thread and its event loop.
+struct Worker {
+  asio::io_context io{1};
+  WorkerStats stats;
+  std::thread thread;
+};
+
+/// Server-wide counters not owned by one worker.
+struct ServerStats {
+  std::atomic<uint64_t> connections_received{0};  ///< total_connections_received
+  std::atomic<uint64_t> connections_rejected{0};  ///< rejected_connections
+  std::atomic<uint64_t> used_memory{0};           ///< refreshed by the cron, bytes
+  std::atomic<uint64_t> used_memory_peak{0};
+  std::atomic<uint64_t> reserved_bulk_bytes{0};   ///< large bulks allocated, not yet complete
+  std::atomic<uint64_t> ops_per_sec{0};           ///< instantaneous_ops_per_sec
+};
+
+class Server {
+ public:
+  explicit Server(Config& config);
+  ~Server();
+
+  /// Binds the TCP listener (`bind`, `port`) and the Unix socket (`unixsocket`). Returns an
+  /// error text when a listener cannot be set up.
+  std::optional<std::string> listen();
+  /// Runs the worker threads and the cron until stop(); blocks the calling thread.
+  void run();
+  /// Begins a graceful stop: listeners close, connections close, run() returns. Thread-safe.
+  void stop();
+  bool stopping() const { return stopping_.load(); }
+
+  Config& config() { return config_; }
+  tiering::Keyspace& keyspace() { return keyspace_; }
+  const CommandTable& commands() const { return commands_; }
+  ClientRegistry& clients() { return clients_; }
+  Slowlog& slowlog() { return slowlog_; }
+  ServerStats& stats() { return stats_; }
+  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+
+  /// Sum of a counter over the workers.
+  uint64_t sum(std::atomic<uint64_t> WorkerStats::*counter) const;
+  /// Zeroes the resettable counters (CONFIG RESETSTAT).
+  void reset_stats();
+
+  int64_t start_ms() const { return start_ms_; }
+  const std::string& run_id() const { return run_id_; }
+  uint16_t tcp_port() const { return tcp_port_; }
+
+ private:
+  void accept_tcp();
+  void accept_unix();
+  void cron();
+  void refresh_memory();
+
+  Config& config_;
+  tiering::Keyspace keyspace_;
+  CommandTable commands_;
+  ClientRegistry clients_;
+  Slowlog slowlog_;
+  ServerStats stats_;
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<size_t> next_worker_{0};
+  asio::io_context main_io_{1};  // listeners, cron and signals
+  std::optional<asio::ip::tcp::acceptor> tcp_acceptor_;
+  std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
+  asio::steady_timer cron_timer_;
+  asio::signal_set signals_;
+  std::atomic<bool> stopping_{false};
+  int64_t start_ms_;
+  std::string run_id_;
+  uint16_t tcp_port_ = 0;
+  uint64_t last_ops_ = 0;
+  int64_t last_ops_ms_ = 0;
+};
+
+/// Registers every command family into `table`.
+void register_all_commands(CommandTable& table);
+
+}  // namespace server

@@ -1,0 +1,348 @@
+// server/string_family.cc - string commands: GET, SET and friends, counters, ranges.
+// Semantics and error texts follow Redis 7.0's t_string.c.
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "server/arg_parser.h"
+#include "server/config.h"
+#include "server/errors.h"
+#include "server/family.h"
+#include "server/server.h"
+
+namespace server {
+namespace {
+
+using tiering::Shard;
+using tiering::ValueRef;
+
+int64_t max_string(CommandContext& ctx) { return ctx.server.config().num(Key::kProtoMaxBulkLen); }
+
+// ---- SET family ----
+
+struct SetOptions {
+  bool nx = false, xx = false, get = false;
+  ExpireOption expire;
+};
+
+// Sets key to value under SetOptions; replies as SET does (OK / nil / old value with GET).
+void set_generic(CommandContext& ctx, std::string_view key, ValueRef value,
+                 const SetOptions& o) {
+  Shard& shard = ctx.ks.shard_of(key);
+  ValueRef old;
+  bool done = false;
+  {
+    std::lock_guard lock(shard.mu);
+    Shard::Item* item = o.get ? shard.lookup(key, ctx.now_ms) : shard.find(key, ctx.now_ms);
+    if (item && o.get) old = item->second.value;
+    if ((o.nx && item) || (o.xx && !item)) {
+      done = false;
+    } else {
+      int64_t expire = 0;
+      if (o.expire.kind == ExpireOption::kAt) expire = o.expire.at_ms;
+      else if (o.expire.kind == ExpireOption::kKeep && item) expire = item->second.expire_ms;
+      shard.upsert(key, std::move(value), expire, ctx.now_ms);
+      done = true;
+    }
+  }
+  if (o.get) {
+    if (old) reply_value(ctx.out, old);
+    else ctx.out.null();
+  } else if (done) {
+    ctx.out.ok();
+  } else {
+    ctx.out.null();
+  }
+}
+
+void cmd_set(CommandContext& ctx) {
+  SetOptions o;
+  ArgParser p(ctx.args, 3);
+  while (!p.done() && p.ok()) {
+    if (parse_expire_option(p, "set", ctx.now_ms, true, false, &o.expire)) continue;
+    if (p.eat("NX")) {
+      if (o.xx) p.fail(err::kSyntax);
+      o.nx = true;
+    } else if (p.eat("XX")) {
+      if (o.nx) p.fail(err::kSyntax);
+      o.xx = true;
+    } else if (p.eat("GET")) {
+      o.get = true;
+    } else {
+      p.fail(err::kSyntax);
+    }
+  }
+  if (!p.ok()) return ctx.out.error(p.error());
+  set_generic(ctx, ctx.args[1], value_from_arg(ctx, 2), o);
+}
+
+void cmd_setnx(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  ValueRef value = value_from_arg(ctx, 2);
+  std::lock_guard lock(shard.mu);
+  if (shard.find(ctx.args[1], ctx.now_ms)) return ctx.out.integer(0);
+  shard.upsert(ctx.args[1], std::move(value), 0, ctx.now_ms);
+  ctx.out.integer(1);
+}
+
+void setex_generic(CommandContext& ctx, bool seconds) {
+  auto ttl = parse_int(ctx.args[2]);
+  if (!ttl) return ctx.out.error(err::kNotInteger);
+  auto at = deadline_ms(*ttl, seconds, false, ctx.now_ms);
+  if (!at) return ctx.out.error(err::invalid_expire(seconds ? "setex" : "psetex"));
+  SetOptions o;
+  o.expire = {ExpireOption::kAt, *at};
+  set_generic(ctx, ctx.args[1], value_from_arg(ctx, 3), o);
+}
+void cmd_setex(CommandContext& ctx) { setex_generic(ctx, true); }
+void cmd_psetex(CommandContext& ctx) { setex_generic(ctx, false); }
+
+void cmd_getset(CommandContext& ctx) {
+  SetOptions o;
+  o.get = true;
+  set_generic(ctx, ctx.args[1], value_from_arg(ctx, 2), o);
+}
+
+// ---- reads ----
+
+void cmd_get(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  if (item == nullptr) return ctx.out.null();
+  reply_value(ctx.out, item->second.value);
+}
+
+void cmd_getdel(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  ValueRef old;
+  {
+    std::lock_guard lock(shard.mu);
+    Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+    if (item == nullptr) return ctx.out.null();
+    old = std::move(item->second.value);
+    shard.erase(item);
+  }
+  reply_value(ctx.out, old);
+}
+
+void cmd_getex(CommandContext& ctx) {
+  ExpireOption e;
+  ArgParser p(ctx.args, 2);
+  while (!p.done() && p.ok())
+    if (!parse_expire_option(p, "getex", ctx.now_ms, false, true, &e)) p.fail(err::kSyntax);
+  if (!p.ok()) return ctx.out.error(p.error());
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  if (item == nullptr) return ctx.out.null();
+  reply_value(ctx.out, item->second.value);
+  if (e.kind == ExpireOption::kAt && e.at_ms <= ctx.now_ms) shard.erase(item);
+  else if (e.kind == ExpireOption::kAt) shard.set_expire(item, e.at_ms);
+  else if (e.kind == ExpireOption::kPersist) shard.set_expire(item, 0);
+}
+
+void cmd_mget(CommandContext& ctx) {
+  ctx.out.array(ctx.args.size() - 1);
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
+    std::lock_guard lock(shard.mu);
+    Shard::Item* item = shard.lookup(ctx.args[i], ctx.now_ms);
+    if (item) reply_value(ctx.out, item->second.value);
+    else ctx.out.null();
+  }
+}
+
+void mset_generic(CommandContext& ctx, bool nx) {
+  if (ctx.args.size() % 2 == 0) return ctx.out.error(err::wrong_arity(nx ? "msetnx" : "mset"));
+  std::vector<std::string_view> keys;
+  std::vector<ValueRef> values;
+  for (size_t i = 1; i < ctx.args.size(); i += 2) {
+    keys.push_back(ctx.args[i]);
+    values.push_back(value_from_arg(ctx, i + 1));
+  }
+  tiering::Keyspace::MultiLock lock(ctx.ks, keys);
+  if (nx) {
+    for (auto k : keys)
+      if (ctx.ks.shard_of(k).find(k, ctx.now_ms)) return ctx.out.integer(0);
+  }
+  for (size_t i = 0; i < keys.size(); ++i)
+    ctx.ks.shard_of(keys[i]).upsert(keys[i], std::move(values[i]), 0, ctx.now_ms);
+  if (nx) ctx.out.integer(1);
+  else ctx.out.ok();
+}
+void cmd_mset(CommandContext& ctx) { mset_generic(ctx, false); }
+void cmd_msetnx(CommandContext& ctx) { mset_generic(ctx, true); }
+
+void cmd_strlen(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  ctx.out.integer(item ? static_cast<int64_t>(item->second.value->size()) : 0);
+}
+
+void cmd_getrange(CommandContext& ctx) {
+  auto start = parse_int(ctx.args[2]), end = parse_int(ctx.args[3]);
+  if (!start || !end) return ctx.out.error(err::kNotInteger);
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  std::string_view v = item ? item->second.value->view() : std::string_view();
+  int64_t s = *start, e = *end, len = static_cast<int64_t>(v.size());
+  if (s < 0 && e < 0 && s > e) return ctx.out.bulk("");
+  if (s < 0) s = len + s;
+  if (e < 0) e = len + e;
+  if (s < 0) s = 0;
+  if (e < 0) e = 0;
+  if (e >= len) e = len - 1;
+  if (len == 0 || s > e) return ctx.out.bulk("");
+  ctx.out.bulk(v.substr(s, e - s + 1));
+}
+
+// ---- in-place growth: APPEND, SETRANGE ----
+
+// Makes `item`'s value writable with room for `size` bytes: in place when this is the only
+// reference and capacity allows, else a copy into a new buffer grown like Redis's sds
+// (double below 1 MiB, then +1 MiB).
+ValueRef& writable(Shard::Item* item, size_t size) {
+  ValueRef& v = item->second.value;
+  if (v.use_count() == 1 && v->capacity() >= size) return v;
+  size_t cap = size < (1u << 20) ? size * 2 : size + (1u << 20);
+  ValueRef grown = tiering::ValueBuffer::allocate(v->size(), cap);
+  if (!grown) throw std::bad_alloc();
+  std::memcpy(grown->data(), v->data(), v->size());
+  v = std::move(grown);
+  return v;
+}
+
+void cmd_append(CommandContext& ctx) {
+  std::string_view key = ctx.args[1], extra = ctx.args[2];
+  Shard& shard = ctx.ks.shard_of(key);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(key, ctx.now_ms);
+  if (item == nullptr) {
+    shard.upsert(key, value_from_arg(ctx, 2), 0, ctx.now_ms);
+    return ctx.out.integer(static_cast<int64_t>(extra.size()));
+  }
+  size_t old = item->second.value->size(), total = old + extra.size();
+  if (static_cast<int64_t>(total) > max_string(ctx)) return ctx.out.error(err::kStringTooLong);
+  ValueRef& v = writable(item, total);
+  std::memcpy(v->data() + old, extra.data(), extra.size());
+  v->resize(total);
+  ctx.out.integer(static_cast<int64_t>(total));
+}
+
+void cmd_setrange(CommandContext& ctx) {
+  std::string_view key = ctx.args[1], part = ctx.args[3];
+  auto offset = parse_int(ctx.args[2]);
+  if (!offset) return ctx.out.error(err::kNotInteger);
+  if (*offset < 0) return ctx.out.error(err::kOffsetRange);
+  Shard& shard = ctx.ks.shard_of(key);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(key, ctx.now_ms);
+  size_t old = item ? item->second.value->size() : 0;
+  if (part.empty()) return ctx.out.integer(static_cast<int64_t>(old));
+  if (*offset + static_cast<int64_t>(part.size()) > max_string(ctx))
+    return ctx.out.error(err::kStringTooLong);
+  size_t end = static_cast<size_t>(*offset) + part.size(), total = std::max(old, end);
+  if (item == nullptr) item = shard.upsert(key, make_value(""), 0, ctx.now_ms);
+  ValueRef& v = writable(item, total);
+  if (static_cast<size_t>(*offset) > old) std::memset(v->data() + old, 0, *offset - old);
+  std::memcpy(v->data() + *offset, part.data(), part.size());
+  v->resize(total);
+  ctx.out.integer(static_cast<int64_t>(total));
+}
+
+// ---- counters ----
+
+void incr_generic(CommandContext& ctx, int64_t delta) {
+  std::string_view key = ctx.args[1];
+  Shard& shard = ctx.ks.shard_of(key);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(key, ctx.now_ms);
+  int64_t cur = 0;
+  if (item) {
+    auto v = parse_int(item->second.value->view());
+    if (!v) return ctx.out.error(err::kNotInteger);
+    cur = *v;
+  }
+  if ((delta < 0 && cur < 0 && delta < INT64_MIN - cur) ||
+      (delta > 0 && cur > 0 && delta > INT64_MAX - cur))
+    return ctx.out.error(err::kOverflow);
+  const int64_t next = cur + delta;
+  ValueRef value = make_value(std::to_string(next));
+  if (item) item->second.value = std::move(value);  // INCR keeps the TTL
+  else shard.upsert(key, std::move(value), 0, ctx.now_ms);
+  ctx.out.integer(next);
+}
+
+void cmd_incr(CommandContext& ctx) { incr_generic(ctx, 1); }
+void cmd_decr(CommandContext& ctx) { incr_generic(ctx, -1); }
+void cmd_incrby(CommandContext& ctx) {
+  auto d = parse_int(ctx.args[2]);
+  if (!d) return ctx.out.error(err::kNotInteger);
+  incr_generic(ctx, *d);
+}
+void cmd_decrby(CommandContext& ctx) {
+  auto d = parse_int(ctx.args[2]);
+  if (!d) return ctx.out.error(err::kNotInteger);
+  if (*d == INT64_MIN) return ctx.out.error("ERR decrement would overflow");
+  incr_generic(ctx, -*d);
+}
+
+void cmd_incrbyfloat(CommandContext& ctx) {
+  std::string_view key = ctx.args[1];
+  auto incr = parse_long_double(ctx.args[2]);
+  if (!incr) return ctx.out.error(err::kNotFloat);
+  Shard& shard = ctx.ks.shard_of(key);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.find(key, ctx.now_ms);
+  long double cur = 0;
+  if (item) {
+    auto v = parse_long_double(item->second.value->view());
+    if (!v) return ctx.out.error(err::kNotFloat);
+    cur = *v;
+  }
+  long double next = cur + *incr;
+  if (std::isnan(next) || std::isinf(next)) return ctx.out.error(err::kNanOrInf);
+  std::string text = format_long_double(next);
+  ValueRef value = make_value(text);
+  if (item) item->second.value = std::move(value);
+  else shard.upsert(key, std::move(value), 0, ctx.now_ms);
+  ctx.out.bulk(text);
+}
+
+}  // namespace
+
+void register_string_family(CommandTable& t) {
+  const uint32_t w = kWrite | kDenyOom, r = kReadonly;
+  auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, int step,
+                 Handler h, std::string summary, std::string since, std::string complexity) {
+    t.add({.name = std::move(name), .arity = arity, .flags = flags, .first_key = first,
+           .last_key = last, .key_step = step, .handler = h, .group = "string",
+           .summary = std::move(summary), .since = std::move(since),
+           .complexity = std::move(complexity)});
+  };
+  add("get", 2, r | kFast, 1, 1, 1, cmd_get, "Get the value of a key", "1.0.0", "O(1)");
+  add("set", -3, w, 1, 1, 1, cmd_set, "Set the string value of a key", "1.0.0", "O(1)");
+  add("setnx", 3, w | kFast, 1, 1, 1, cmd_setnx, "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)");
+  add("setex", 4, w, 1, 1, 1, cmd_setex, "Set the value and expiration of a key", "2.0.0", "O(1)");
+  add("psetex", 4, w, 1, 1, 1, cmd_psetex, "Set the value and expiration in milliseconds of a key", "2.6.0", "O(1)");
+  add("getset", 3, w | kFast, 1, 1, 1, cmd_getset, "Set the string value of a key and return its old value", "1.0.0", "O(1)");
+  add("getdel", 2, kWrite | kFast, 1, 1, 1, cmd_getdel, "Get the value of a key and delete the key", "6.2.0", "O(1)");
+  add("getex", -2, kWrite | kFast, 1, 1, 1, cmd_getex, "Get the value of a key and optionally set its expiration", "6.2.0", "O(1)");
+  add("mget", -2, r | kFast, 1, -1, 1, cmd_mget, "Get the values of all the given keys", "1.0.0", "O(N) where N is the number of keys to retrieve.");
+  add("mset", -3, w, 1, -1, 2, cmd_mset, "Set multiple keys to multiple values", "1.0.1", "O(N) where N is the number of keys to set.");
+  add("msetnx", -3, w, 1, -1, 2, cmd_msetnx, "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1", "O(N) where N is the number of keys to set.");
+  add("append", 3, w | kFast, 1, 1, 1, cmd_append, "Append a value to a key", "2.0.0", "O(1)");
+  add("strlen", 2, r | kFast, 1, 1, 1, cmd_strlen, "Get the length of the value stored in a key", "2.2.0", "O(1)");
+  add("getrange", 4, r, 1, 1, 1, cmd_getrange, "Get a substring of the string stored at a key", "2.4.0", "O(N) where N is the length of the returned string.");
+  add("setrange", 4, w, 1, 1, 1, cmd_setrange, "Overwrite part of a string at key starting at the specified offset", "2.2.0", "O(1)");
+  add("incr", 2, w | kFast, 1, 1, 1, cmd_incr, "Increment the integer value of a key by one", "1.0.0", "O(1)");
+  add("decr", 2, w | kFast, 1, 1, 1, cmd_decr, "Decrement the integer value of a key by one", "1.0.0", "O(1)");
+  add("incrby", 3, w | kFast, 1, 1, 1, cmd_incrby, "Increment the integer value of a key by the given amount", "1.0.0", "O(1)");
+  add("decrby", 3, w | kFast, 1, 1, 1, cmd_decrby, "Decrement the integer value of a key by the given number", "1.0.0", "O(1)");
+  add("incrbyfloat", 3, w | kFast, 1, 1, 1, cmd_incrbyfloat, "Increment the float value of a key by the given amount", "2.6.0", "O(1)");
+}
+
+}  // namespace server

@@ -1,0 +1,146 @@
+// tiering/keyspace.h - the keyspace: key -> entry (value handle, expiry, access stats).
+//
+// The keyspace is split into shards, each a hash table with its own mutex, so connection
+// threads never share a global lock (the "no global lock on the hot path" rule of DESIGN.md).
+// A command locks the one shard of its key; multi-key commands lock every involved shard in
+// ascending index order (MultiLock), which makes deadlock impossible.
+//
+// Expiry follows Redis: lazy on access (find() removes an expired key and reports it missing)
+// plus an active cycle run by the server's cron. Where Redis samples random volatile keys, each
+// shard here keeps its volatile keys ordered by deadline, so the active cycle removes exactly
+// the keys that are due, oldest first, within a per-call budget.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tiering/value.h"
+
+namespace tiering {
+
+/// Milliseconds since the Unix epoch (wall clock, as Redis's expiry uses).
+int64_t now_ms();
+
+/// What the keyspace keeps per key.
+struct Entry {
+  ValueRef value;
+  int64_t expire_ms = 0;  ///< absolute deadline in Unix ms; 0 = no expiry
+  uint32_t access_s = 0;  ///< last access, Unix seconds (LRU clock; OBJECT IDLETIME)
+  uint8_t lfu = 5;        ///< logarithmic access counter (Redis's LFU_INIT_VAL is 5)
+};
+
+struct KeyHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+struct KeyEq {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+};
+
+/// One shard: a hash table and its expiry index. Every method requires `mu` held.
+class Shard {
+ public:
+  using Map = std::unordered_map<std::string, Entry, KeyHash, KeyEq>;
+  using Item = Map::value_type;
+
+  /// Looks `key` up. An expired key is removed (counted in expired_keys) and reads as missing.
+  /// Does not touch access stats or hit/miss counters; see lookup() for reads.
+  Item* find(std::string_view key, int64_t now);
+  /// find() for a read by a command: counts a hit or miss and refreshes access stats.
+  Item* lookup(std::string_view key, int64_t now);
+  /// find() for a read that counts a hit or miss but leaves access stats alone (Redis's
+  /// LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).
+  Item* peek(std::string_view key, int64_t now);
+  /// Sets `key` to `value` with deadline `expire_ms` (0 = none), inserting or replacing.
+  Item* upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now);
+  /// Changes the deadline of a present key (0 = persist).
+  void set_expire(Item* item, int64_t expire_ms);
+  /// Removes a present key.
+  void erase(Item* item);
+  /// Removes `key` if present (an expired key counts as absent). Returns whether it was.
+  bool erase(std::string_view key, int64_t now);
+  /// Removes up to `budget` keys whose deadline is <= now. Returns how many it removed.
+  size_t expire_due(int64_t now, size_t budget);
+  /// Removes every key. Returns the old table, so the caller can free it elsewhere.
+  Map take_all();
+
+  size_t size() const { return map_.size(); }
+  size_t volatile_size() const { return expiry_.size(); }
+  const Map& map() const { return map_; }
+
+  std::mutex mu;
+  uint64_t hits = 0, misses = 0, expired = 0;  ///< keyspace_hits/misses, expired_keys
+
+ private:
+  Map map_;
+  std::set<std::pair<int64_t, std::string_view>> expiry_;  // (deadline, key owned by map_)
+};
+
+/// The sharded keyspace. Thread-safe through the shards' mutexes.
+class Keyspace {
+ public:
+  /// `shards` is rounded up to a power of two.
+  explicit Keyspace(size_t shards = 128);
+
+  size_t shard_count() const { return shards_.size(); }
+  size_t shard_index(std::string_view key) const;
+  Shard& shard(size_t i) { return *shards_[i]; }
+  Shard& shard_of(std::string_view key) { return *shards_[shard_index(key)]; }
+
+  /// Holds the shards of a set of keys locked, acquired in ascending index order.
+  class MultiLock {
+   public:
+    MultiLock(Keyspace& ks, std::span<const std::string_view> keys);
+    ~MultiLock();
+    MultiLock(const MultiLock&) = delete;
+    MultiLock& operator=(const MultiLock&) = delete;
+
+   private:
+    Keyspace& ks_;
+    std::vector<size_t> locked_;
+  };
+
+  /// Number of keys (may count keys past their deadline not yet removed). Locks each shard.
+  size_t size();
+  /// Number of keys with a deadline.
+  size_t volatile_size();
+  /// Removes every key. With `async`, the old tables are freed on a background thread.
+  void flush(bool async);
+  /// One active expiry pass: at most `budget_per_shard` keys per shard. Returns keys removed.
+  size_t active_expire(int64_t now, size_t budget_per_shard);
+
+  /// One step of SCAN. `cursor` 0 starts; the returned cursor is 0 when the scan is complete.
+  /// Calls `emit(key, entry)` for the keys visited, roughly `count` of them. Keys present for
+  /// the whole scan and whose shard table was not resized during it are returned at least once.
+  uint64_t scan(uint64_t cursor, size_t count, int64_t now,
+                const std::function<void(const std::string&, const Entry&)>& emit);
+
+  /// A random live key, or nothing when the keyspace is empty.
+  std::optional<std::string> random_key(int64_t now);
+
+  struct Stats {
+    uint64_t hits = 0, misses = 0, expired = 0;
+  };
+  /// Sums the shards' counters.
+  Stats stats();
+  /// Zeroes the counters (CONFIG RESETSTAT).
+  void reset_stats();
+
+ private:
+  std::vector<std::unique_ptr<Shard>> shards_;
+  size_t mask_;
+};
+
+}  // namespace tiering
