@@ -1,0 +1,120 @@
+"""pytest fixtures and hooks for the stratakv integration tests.
+
+See harness.py for the environment variables (STRATAKV_TARGET, STRATAKV_SERVER, ...)
+and the command line used to start servers.
+
+Fixtures:
+  server        module-scoped default server (FLUSHALL before each test via `r`).
+  r             redis-py client (bytes replies) on `server`; flushes first.
+  raw           factory: raw(srv=None, resp3=False) -> RawConn (closed at teardown).
+  start_server  factory: start_server(**config) -> a fresh server with extra
+                config (underscores in names become dashes), stopped at teardown.
+  target        "stratakv" or "redis".
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import harness  # noqa: E402
+from harness import (  # noqa: E402
+    TARGET, _RUNNING, _STOPPED_IN_TEST, launch_server, server_binary, stop_servers,
+)
+
+
+# ---- pytest hooks -----------------------------------------------------------
+
+def pytest_report_header(config):
+    return "stratakv integration: target=%s binary=%s" % (TARGET, server_binary())
+
+
+def pytest_runtest_setup(item):
+    _STOPPED_IN_TEST.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        seen = set()
+        for srv in list(_RUNNING) + list(_STOPPED_IN_TEST):
+            if id(srv) in seen:
+                continue
+            seen.add(id(srv))
+            state = "running" if srv.alive() else "exited rc=%s" % (srv.proc.returncode if srv.proc else None)
+            rep.sections.append(("server log %s (%s)" % (srv.name, state), srv.log_tail()))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for srv in list(_RUNNING):
+        srv.stop()
+    if exitstatus == 0:
+        if harness._TMP_ROOT is not None:
+            shutil.rmtree(harness._TMP_ROOT, ignore_errors=True)
+
+
+# ---- fixtures ---------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def target():
+    return TARGET
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = launch_server()
+    yield srv
+    stop_servers(srv)
+
+
+def _check_alive_after(srv):
+    if not srv.alive():
+        pytest.fail("server %s died during the test (rc=%s)" % (srv.name, srv.proc.returncode), pytrace=False)
+
+
+@pytest.fixture
+def r(server):
+    server.ensure_running()
+    client = server.client()
+    client.flushall()
+    yield client
+    client.close()
+    _check_alive_after(server)
+
+
+@pytest.fixture
+def raw(server):
+    """Factory for raw connections: raw(srv=None, resp3=False, timeout=10)."""
+    conns = []
+    server.ensure_running()
+
+    def make(srv=None, resp3=False, timeout=10.0, auth=True):
+        c = (srv or server).raw(timeout=timeout, auth=auth)
+        conns.append(c)
+        if resp3:
+            c.hello3()
+        return c
+
+    yield make
+    for c in conns:
+        c.close()
+
+
+@pytest.fixture
+def start_server():
+    started = []
+
+    def start(**config):
+        srv = launch_server(**config)
+        started.append(srv)
+        return srv
+
+    yield start
+    stop_servers(*started)
