@@ -106,7 +106,7 @@ std::optional<int64_t> Config::parse_size(std::string_view s) {
     const char* suffix;
     int64_t mul;
   };
-  static const Unit units[] = {{"kb", 1024},       {"mb", 1024 * 1024}, {"gb", 1024ll << 30},
+  static const Unit units[] = {{"kb", 1024},       {"mb", 1024 * 1024}, {"gb", 1ll << 30},
                                {"k", 1000},        {"m", 1000 * 1000},  {"g", 1000000000ll},
                                {"b", 1}};
   int64_t mul = 1;

@@ -73,7 +73,7 @@ void cmd_hello(CommandContext& ctx) {
   if (!ctx.conn.authenticated && ctx.server.config().num(Key::kRequirePass) != 0)
     return ctx.out.error(
         "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-        "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+        "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
         "select the RESP protocol version at the same time");
   if (setname) {
     for (char c : name)

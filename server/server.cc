@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
+#include "tiering/memory_stats.h"
 
 namespace server {
 
@@ -153,8 +153,7 @@ void Server::accept_unix() {
 }
 
 void Server::refresh_memory() {
-  struct mallinfo2 mi = mallinfo2();
-  uint64_t used = mi.uordblks + mi.hblkhd;
+  uint64_t used = tiering::allocator_allocated();
   stats_.used_memory.store(used, std::memory_order_relaxed);
   if (used > stats_.used_memory_peak.load(std::memory_order_relaxed))
     stats_.used_memory_peak.store(used, std::memory_order_relaxed);

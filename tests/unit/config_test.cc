@@ -1,0 +1,110 @@
+// Unit tests of server::Config: units, bounds, enums, TOML files, CONFIG GET globbing.
+#include <doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "server/config.h"
+
+using server::Config;
+using server::Key;
+
+TEST_CASE("sizes take Redis's units") {
+  CHECK(Config::parse_size("100") == 100);
+  CHECK(Config::parse_size("1k") == 1000);
+  CHECK(Config::parse_size("1kb") == 1024);
+  CHECK(Config::parse_size("64mb") == 64ll << 20);
+  CHECK(Config::parse_size("64MB") == 64ll << 20);
+  CHECK(Config::parse_size("2m") == 2000000);
+  CHECK(Config::parse_size("4gb") == 4ll << 30);
+  CHECK(Config::parse_size("1g") == 1000000000);
+  CHECK_FALSE(Config::parse_size("").has_value());
+  CHECK_FALSE(Config::parse_size("mb").has_value());
+  CHECK_FALSE(Config::parse_size("-1").has_value());
+  CHECK_FALSE(Config::parse_size("12xb").has_value());
+  CHECK_FALSE(Config::parse_size("99999999999999gb").has_value());
+}
+
+TEST_CASE("defaults are Redis's") {
+  Config c;
+  CHECK(c.num(Key::kPort) == 6379);
+  CHECK(c.num(Key::kMaxClients) == 10000);
+  CHECK(c.num(Key::kProtoMaxBulkLen) == 512ll << 20);
+  CHECK(c.num(Key::kClientQueryBufferLimit) == 1ll << 30);
+  CHECK(c.num(Key::kTimeout) == 0);
+  CHECK(c.str(Key::kBind) == "127.0.0.1");
+  CHECK(c.num(Key::kThreads) >= 1);
+  CHECK(c.num(Key::kRequirePass) == 0);
+}
+
+TEST_CASE("set validates types, bounds and mutability") {
+  Config c;
+  CHECK_FALSE(c.set("maxclients", "50", true).has_value());
+  CHECK(c.num(Key::kMaxClients) == 50);
+  CHECK(c.set("maxclients", "abc", true).has_value());
+  CHECK(c.set("maxclients", "0", true).has_value());
+  CHECK(c.num(Key::kMaxClients) == 50);
+  CHECK(c.set("port", "7000", true).has_value());  // immutable at run time
+  CHECK_FALSE(c.set("port", "7000", false).has_value());
+  CHECK(c.num(Key::kPort) == 7000);
+  CHECK(c.set("nope", "1", false).has_value());
+  CHECK_FALSE(c.set("MAXMEMORY", "1gb", true).has_value());
+  CHECK(c.num(Key::kMaxMemory) == 1ll << 30);
+  CHECK_FALSE(c.set("maxmemory-policy", "ALLKEYS-LRU", true).has_value());
+  CHECK(c.get("maxmemory-policy")[0].second == "allkeys-lru");
+  CHECK(c.set("maxmemory-policy", "lru", true).has_value());
+  CHECK_FALSE(c.set("protected-mode", "no", true).has_value());
+  CHECK(c.num(Key::kProtectedMode) == 0);
+  CHECK(c.set("protected-mode", "maybe", true).has_value());
+  CHECK_FALSE(c.set("requirepass", "pw", true).has_value());
+  CHECK(c.num(Key::kRequirePass) == 1);
+  CHECK(c.str(Key::kRequirePass) == "pw");
+}
+
+TEST_CASE("get matches glob patterns, case-insensitively") {
+  Config c;
+  auto all = c.get("*");
+  CHECK(all.size() > 15);
+  auto mm = c.get("maxmemory*");
+  REQUIRE(mm.size() == 2);
+  CHECK(mm[0].first == "maxmemory");
+  CHECK(mm[0].second == "0");
+  CHECK(c.get("PORT").size() == 1);
+  CHECK(c.get("proto-max-bulk-len")[0].second == std::to_string(512ll << 20));
+  CHECK(c.get("nothing-like-this").empty());
+}
+
+TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
+  const std::string path = "/tmp/stratakv_config_test.toml";
+  {
+    std::ofstream f(path);
+    f << "port = 7001\nmaxmemory = \"64mb\"\nprotected-mode = false\nrequirepass = \"s\"\n";
+  }
+  Config c;
+  CHECK_FALSE(c.load_file(path).has_value());
+  CHECK(c.num(Key::kPort) == 7001);
+  CHECK(c.num(Key::kMaxMemory) == 64ll << 20);
+  CHECK(c.num(Key::kProtectedMode) == 0);
+  CHECK(c.str(Key::kRequirePass) == "s");
+  {
+    std::ofstream f(path);
+    f << "[nope]\nkey = 1\n";
+  }
+  auto err = c.load_file(path);
+  REQUIRE(err.has_value());
+  CHECK(err->find("nope.key") != std::string::npos);
+  {
+    std::ofstream f(path);
+    f << "port = = 1\n";
+  }
+  CHECK(c.load_file(path).has_value());
+  CHECK(c.load_file("/nonexistent/stratakv.toml").has_value());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("human_bytes formats like INFO") {
+  CHECK(Config::human_bytes(100) == "100B");
+  CHECK(Config::human_bytes(1536) == "1.50K");
+  CHECK(Config::human_bytes(1ull << 20) == "1.00M");
+  CHECK(Config::human_bytes(3ull << 30) == "3.00G");
+}

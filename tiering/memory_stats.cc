@@ -1,0 +1,60 @@
+#include "tiering/memory_stats.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#ifdef STRATAKV_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+namespace tiering {
+
+size_t allocator_allocated() {
+#ifdef STRATAKV_JEMALLOC
+  uint64_t epoch = 1;
+  size_t sz = sizeof(epoch);
+  mallctl("epoch", &epoch, &sz, &epoch, sz);  // refresh jemalloc's cached statistics
+  size_t allocated = 0;
+  sz = sizeof(allocated);
+  if (mallctl("stats.allocated", &allocated, &sz, nullptr, 0) == 0) return allocated;
+  return 0;
+#else
+  struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+size_t process_rss() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+const char* allocator_name() {
+#ifdef STRATAKV_JEMALLOC
+  static char name[64] = "";
+  if (name[0] == '\0') {
+    const char* version = nullptr;
+    size_t sz = sizeof(version);
+    if (mallctl("version", &version, &sz, nullptr, 0) == 0 && version != nullptr) {
+      // "5.3.0-0-g54eaed1d8b56b1aa528be3bdd1877e59c56fa90c" -> "jemalloc-5.3.0"
+      int len = 0;
+      while (version[len] != '\0' && version[len] != '-') ++len;
+      std::snprintf(name, sizeof name, "jemalloc-%.*s", len, version);
+    } else {
+      std::snprintf(name, sizeof name, "jemalloc");
+    }
+  }
+  return name;
+#else
+  return "libc";
+#endif
+}
+
+}  // namespace tiering
