@@ -32,20 +32,21 @@ using tiering::Keyspace;
 using tiering::Shard;
 using tiering::ValueRef;
 
-// Redis error texts used only here (db.c, expire.c, object.c, object.c getRangeLong...).
+// Redis error texts used only here (db.c, expire.c, object.c; kIntRange from object.c's
+// getRangeLongFromObjectOrReply for COPY's DB).
 constexpr std::string_view kSameObject = "ERR source and destination objects are the same";
 constexpr std::string_view kInvalidCursor = "ERR invalid cursor";
 constexpr std::string_view kIntRange =
     "ERR value is out of range, value must between -2147483648 and 2147483647";
 constexpr std::string_view kExpireGtLt =
     "ERR GT and LT options at the same time are not compatible";
-constexpr std::string_view kLruNotSelected =
-    "ERR An LRU maxmemory policy is not selected, access time not tracked. Please note that when "
+constexpr std::string_view kLfuSelected =
+    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
     "switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 // Bookkeeping per key besides the key's and the value's bytes, for MEMORY USAGE: the hash node
-// (next pointer, cached hash, key object, Entry), its bucket slot, and the value's shared control
-// block holding the ValueBuffer.
+// (key object and Entry, plus next pointer and cached hash), its bucket slot, and the value's
+// shared_ptr control block (vptr, two counts) with the ValueBuffer in it.
 constexpr size_t kEntryOverhead =
     sizeof(Shard::Item) + 3 * sizeof(void*) + 2 * sizeof(void*) + sizeof(tiering::ValueBuffer);
 
@@ -207,9 +208,10 @@ void cmd_scan(CommandContext& ctx) {
   }
   const bool want_type = !use_type || iequals(type, "string");  // every value is a string
   std::vector<std::string> keys;
-  uint64_t next = ctx.ks.scan(*cursor, count, ctx.now_ms, [&](const std::string& key, const Entry&) {
+  auto emit = [&](const std::string& key, const Entry&) {
     if (want_type && (!use_pattern || tiering::glob_match(pattern, key))) keys.push_back(key);
-  });
+  };
+  const uint64_t next = ctx.ks.scan(*cursor, count, ctx.now_ms, emit);
   ctx.out.array(2);
   ctx.out.bulk(std::to_string(next));
   reply_keys(ctx, keys);
@@ -297,7 +299,7 @@ void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
   const int64_t at = item->second.expire_ms;
   if (at == 0) return ctx.out.integer(-1);
   const int64_t t = std::max<int64_t>(absolute ? at : at - ctx.now_ms, 0);
-  ctx.out.integer(ms ? t : (t + 500) / 1000);
+  ctx.out.integer(ms ? t : t / 1000 + (t % 1000 >= 500));  // (t + 500) / 1000, no overflow
 }
 void cmd_ttl(CommandContext& ctx) { ttl_generic(ctx, false, false); }
 void cmd_pttl(CommandContext& ctx) { ttl_generic(ctx, true, false); }
@@ -319,7 +321,8 @@ void cmd_persist(CommandContext& ctx) {
 void reply_help(CommandContext& ctx, std::string_view container,
                 std::initializer_list<std::string_view> lines) {
   ctx.out.array(lines.size() + 3);
-  ctx.out.simple(std::string(container) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+  ctx.out.simple(std::string(container) +
+                 " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
   for (auto line : lines) ctx.out.simple(line);
   ctx.out.simple("HELP");
   ctx.out.simple("    Prints this help.");
@@ -354,7 +357,7 @@ void cmd_object_freq(CommandContext& ctx) {
 
 void cmd_object_idletime(CommandContext& ctx) {
   with_object(ctx, [&](const Entry& e) {
-    if (lfu_policy(ctx)) return ctx.out.error(kLruNotSelected);
+    if (lfu_policy(ctx)) return ctx.out.error(kLfuSelected);
     ctx.out.integer(std::max<int64_t>(ctx.now_ms / 1000 - int64_t{e.access_s}, 0));
   });
 }
@@ -394,7 +397,8 @@ void cmd_memory_usage(CommandContext& ctx) {
   std::lock_guard lock(shard.mu);
   Shard::Item* item = shard.find(key, ctx.now_ms);
   if (item == nullptr) return ctx.out.null();
-  ctx.out.integer(static_cast<int64_t>(item->second.value->allocated() + key.size() + kEntryOverhead));
+  const size_t bytes = item->second.value->allocated() + key.size() + kEntryOverhead;
+  ctx.out.integer(static_cast<int64_t>(bytes));
 }
 
 void cmd_memory_help(CommandContext& ctx) {

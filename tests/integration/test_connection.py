@@ -429,6 +429,9 @@ def test_client_kill_by_id(raw):
 
 def test_client_kill_by_addr(raw):
     a, victim = raw(), raw()
+    # A connection is a client once the server has accepted it: a round trip makes sure, since
+    # accepting runs on another thread than the killer's commands.
+    assert victim.call("PING") == Simple("PONG")
     host, port = victim.sock.getsockname()
     addr = "%s:%d" % (host, port)
     assert a.call("CLIENT", "KILL", "ADDR", addr) == 1
@@ -437,6 +440,7 @@ def test_client_kill_by_addr(raw):
     assert a.call("CLIENT", "KILL", "ADDR", addr) == 0
     # old form: CLIENT KILL ip:port
     victim2 = raw()
+    assert victim2.call("PING") == Simple("PONG")
     host, port = victim2.sock.getsockname()
     assert a.call("CLIENT", "KILL", "%s:%d" % (host, port)) == OK
     data, closed = victim2.read_until_closed(timeout=5)
