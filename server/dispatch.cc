@@ -17,10 +17,11 @@ std::string unknown_command(const resp::Request& req) {
   std::string args;
   for (size_t i = 1; i < req.size() && args.size() < 128; ++i) {
     size_t room = 128 - args.size();
-    args += "'" + std::string(req[i].substr(0, room)) + "' ";
+    args.append("'").append(req[i].substr(0, room)).append("' ");
   }
-  return "ERR unknown command '" + std::string(req[0].substr(0, 128)) +
-         "', with args beginning with: " + args;
+  std::string text = "ERR unknown command '";
+  text.append(req[0].substr(0, 128)).append("', with args beginning with: ").append(args);
+  return text;
 }
 
 }  // namespace

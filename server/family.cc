@@ -31,8 +31,11 @@ tiering::ValueRef make_value(std::string_view bytes) {
   return v;
 }
 
-const char* string_encoding(std::string_view v) {
-  // Redis's tryObjectEncoding: integers that fit a long are "int", short strings "embstr".
+const char* string_encoding(const tiering::ValueBuffer& value) {
+  // Redis's tryObjectEncoding: integers that fit a long are "int", short strings "embstr";
+  // a string changed in place is "raw".
+  if (value.modified()) return "raw";
+  std::string_view v = value.view();
   if (v.size() <= 20 && parse_int(v)) return "int";
   return v.size() <= 44 ? "embstr" : "raw";
 }

@@ -29,7 +29,8 @@ tiering::ValueRef value_from_arg(const CommandContext& ctx, size_t i);
 /// replies OOM).
 tiering::ValueRef make_value(std::string_view bytes);
 
-/// OBJECT ENCODING of a string value: "int", "embstr" (<= 44 bytes) or "raw", as Redis.
-const char* string_encoding(std::string_view value);
+/// OBJECT ENCODING of a string value: "int", "embstr" (<= 44 bytes) or "raw" (longer, or
+/// changed in place by APPEND/SETRANGE), as Redis.
+const char* string_encoding(const tiering::ValueBuffer& value);
 
 }  // namespace server

@@ -345,7 +345,7 @@ bool lfu_policy(CommandContext& ctx) {
 }
 
 void cmd_object_encoding(CommandContext& ctx) {
-  with_object(ctx, [&](const Entry& e) { ctx.out.bulk(string_encoding(e.value->view())); });
+  with_object(ctx, [&](const Entry& e) { ctx.out.bulk(string_encoding(*e.value)); });
 }
 
 void cmd_object_freq(CommandContext& ctx) {

@@ -206,12 +206,14 @@ void cmd_getrange(CommandContext& ctx) {
 // (double below 1 MiB, then +1 MiB).
 ValueRef& writable(Shard::Item* item, size_t size) {
   ValueRef& v = item->second.value;
-  if (v.use_count() == 1 && v->capacity() >= size) return v;
-  size_t cap = size < (1u << 20) ? size * 2 : size + (1u << 20);
-  ValueRef grown = tiering::ValueBuffer::allocate(v->size(), cap);
-  if (!grown) throw std::bad_alloc();
-  std::memcpy(grown->data(), v->data(), v->size());
-  v = std::move(grown);
+  if (v.use_count() != 1 || v->capacity() < size) {
+    size_t cap = size < (1u << 20) ? size * 2 : size + (1u << 20);
+    ValueRef grown = tiering::ValueBuffer::allocate(v->size(), cap);
+    if (!grown) throw std::bad_alloc();
+    std::memcpy(grown->data(), v->data(), v->size());
+    v = std::move(grown);
+  }
+  v->set_modified();
   return v;
 }
 

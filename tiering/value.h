@@ -40,6 +40,10 @@ class ValueBuffer {
   std::string_view view() const { return {data_, size_}; }
   /// Sets the bytes in use; `n` <= capacity(). Only for the sole holder.
   void resize(size_t n) { size_ = n; }
+  /// Whether the value was changed in place (APPEND, SETRANGE): Redis reports such strings as
+  /// "raw" whatever their content.
+  bool modified() const { return modified_; }
+  void set_modified() { modified_ = true; }
 
   /// Bytes held by all live ValueBuffers in the process. Thread-safe.
   static size_t total_allocated() { return total_allocated_.load(std::memory_order_relaxed); }
@@ -56,6 +60,7 @@ class ValueBuffer {
   size_t size_;
   size_t capacity_;
   size_t allocated_;
+  bool modified_ = false;
   static std::atomic<size_t> total_allocated_;
 };
 

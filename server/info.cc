@@ -1,0 +1,458 @@
+// server/info.cc - the INFO text (Redis 7.0 field names and layout) and the COMMAND INFO/DOCS
+// replies, both built from the server's live state and its one command table.
+#include "server/info.h"
+
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <type_traits>
+#include <unordered_map>
+
+#include "server/config.h"
+#include "server/server.h"
+#include "server/version.h"
+#include "tiering/memory_stats.h"
+#include "tiering/value.h"
+
+namespace server {
+namespace {
+
+// ---- INFO ----
+
+// One "name:value\r\n" line; numbers are formatted as integers.
+template <typename T>
+void field(std::string* s, std::string_view name, const T& value) {
+  s->append(name).push_back(':');
+  if constexpr (std::is_arithmetic_v<T>) s->append(std::to_string(value));
+  else s->append(std::string_view(value));
+  s->append("\r\n");
+}
+
+// Fields whose value never changes here (features stratakv does not have: values as an idle
+// Redis shows them).
+void constants(std::string* s, std::initializer_list<std::pair<const char*, const char*>> kvs) {
+  for (const auto& [name, value] : kvs) field(s, name, value);
+}
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// The config file named on the command line (same rules as main.cc), as an absolute path.
+std::string config_file_path() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+  std::string file;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) file = args[++i];
+    else if (args[i].rfind("--", 0) == 0) ++i;  // --key value
+    else if (i == 1) file = args[i];
+  }
+  if (file.empty()) return file;
+  char buf[PATH_MAX];
+  return realpath(file.c_str(), buf) ? std::string(buf) : file;
+}
+
+// Fields of "# Server" that never change while the process runs.
+struct StaticInfo {
+  std::string os, executable, config_file, build_id, gcc_version;
+};
+
+const StaticInfo& static_info() {
+  static const StaticInfo info = [] {
+    StaticInfo s;
+    utsname u{};
+    if (uname(&u) == 0) s.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) s.executable.assign(buf, static_cast<size_t>(n));
+    s.config_file = config_file_path();
+    char id[32];
+    std::snprintf(id, sizeof id, "%zx",
+                  std::hash<std::string_view>{}(STRATAKV_VERSION " " __DATE__ " " __TIME__));
+    s.build_id = id;
+    s.gcc_version = std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
+                    std::to_string(__GNUC_PATCHLEVEL__);
+    return s;
+  }();
+  return info;
+}
+
+void section_server(Server& srv, int64_t now_ms, std::string* s) {
+  const StaticInfo& st = static_info();
+  const int64_t uptime = (now_ms - srv.start_ms()) / 1000;
+  const int64_t hz = srv.config().num(Key::kHz);
+  field(s, "redis_version", STRATAKV_REDIS_VERSION);
+  constants(s, {{"redis_git_sha1", "00000000"}, {"redis_git_dirty", "0"}});
+  field(s, "redis_build_id", st.build_id);
+  field(s, "redis_mode", "standalone");
+  field(s, "os", st.os);
+  field(s, "arch_bits", sizeof(void*) * 8);
+  constants(s, {{"monotonic_clock", "POSIX clock_gettime"}, {"multiplexing_api", "epoll"},
+                {"atomicvar_api", "c11-builtin"}});
+  field(s, "gcc_version", st.gcc_version);
+  field(s, "process_id", static_cast<int64_t>(getpid()));
+  field(s, "process_supervised", "no");
+  field(s, "run_id", srv.run_id());
+  field(s, "tcp_port", srv.tcp_port());
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  field(s, "server_time_usec", int64_t(tv.tv_sec) * 1000000 + tv.tv_usec);
+  field(s, "uptime_in_seconds", uptime);
+  field(s, "uptime_in_days", uptime / 86400);
+  field(s, "hz", hz);
+  field(s, "configured_hz", hz);
+  field(s, "lru_clock", (now_ms / 1000) & ((1 << 24) - 1));  // Redis's 24-bit LRU clock, 1 s
+  field(s, "executable", st.executable);
+  field(s, "config_file", st.config_file);
+  field(s, "io_threads_active", srv.workers().size() > 1 ? 1 : 0);
+  field(s, "stratakv_version", STRATAKV_VERSION);
+}
+
+void section_clients(Server& srv, int64_t, std::string* s) {
+  field(s, "connected_clients", srv.clients().count());
+  field(s, "cluster_connections", 0);
+  field(s, "maxclients", srv.config().num(Key::kMaxClients));
+  constants(s, {{"blocked_clients", "0"}, {"tracking_clients", "0"},
+                {"clients_in_timeout_table", "0"}});
+}
+
+void section_memory(Server& srv, int64_t, std::string* s) {
+  ServerStats& stats = srv.stats();
+  // Measured now, as Redis's used_memory is exact at every call (the cron refreshes the
+  // shared figure only every 1/hz s).
+  const uint64_t used = tiering::allocator_allocated();
+  stats.used_memory.store(used, std::memory_order_relaxed);
+  uint64_t peak = stats.used_memory_peak.load(std::memory_order_relaxed);
+  while (used > peak && !stats.used_memory_peak.compare_exchange_weak(peak, used)) {
+  }
+  peak = std::max(peak, used);
+  const uint64_t rss = tiering::process_rss();
+  const uint64_t system = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t maxmemory = static_cast<uint64_t>(srv.config().num(Key::kMaxMemory));
+  const uint64_t values = tiering::ValueBuffer::total_allocated();
+  field(s, "used_memory", used);
+  field(s, "used_memory_human", Config::human_bytes(used));
+  field(s, "used_memory_rss", rss);
+  field(s, "used_memory_rss_human", Config::human_bytes(rss));
+  field(s, "used_memory_peak", peak);
+  field(s, "used_memory_peak_human", Config::human_bytes(peak));
+  field(s, "used_memory_peak_perc", format("%.2f%%", peak ? 100.0 * used / peak : 0.0));
+  field(s, "total_system_memory", system);
+  field(s, "total_system_memory_human", Config::human_bytes(system));
+  field(s, "maxmemory", maxmemory);
+  field(s, "maxmemory_human", Config::human_bytes(maxmemory));
+  std::string policy = srv.config().get("maxmemory-policy").at(0).second;
+  field(s, "maxmemory_policy", policy);
+  field(s, "mem_fragmentation_ratio", format("%.2f", used ? double(rss) / double(used) : 0.0));
+  field(s, "mem_fragmentation_bytes", static_cast<int64_t>(rss) - static_cast<int64_t>(used));
+  field(s, "mem_allocator", tiering::allocator_name());
+  field(s, "lazyfree_pending_objects", 0);
+  // stratakv's own: bytes of live values, and large bulks allocated but not yet fully read.
+  field(s, "value_memory", values);
+  field(s, "value_memory_human", Config::human_bytes(values));
+  field(s, "query_buffers_reserved", stats.reserved_bulk_bytes.load(std::memory_order_relaxed));
+}
+
+// stratakv keeps no RDB or AOF: the fields tools read, as a Redis without saves shows them.
+void section_persistence(Server& srv, int64_t, std::string* s) {
+  constants(s, {{"loading", "0"}, {"async_loading", "0"}, {"rdb_changes_since_last_save", "0"},
+                {"rdb_bgsave_in_progress", "0"}});
+  field(s, "rdb_last_save_time", srv.start_ms() / 1000);
+  constants(s, {{"rdb_last_bgsave_status", "ok"}, {"rdb_last_bgsave_time_sec", "-1"},
+                {"rdb_current_bgsave_time_sec", "-1"}, {"rdb_saves", "0"}, {"aof_enabled", "0"},
+                {"aof_rewrite_in_progress", "0"}, {"aof_rewrite_scheduled", "0"},
+                {"aof_last_rewrite_time_sec", "-1"}, {"aof_current_rewrite_time_sec", "-1"},
+                {"aof_last_bgrewrite_status", "ok"}, {"aof_rewrites", "0"},
+                {"aof_last_write_status", "ok"}, {"module_fork_in_progress", "0"}});
+}
+
+void section_stats(Server& srv, int64_t, std::string* s) {
+  ServerStats& stats = srv.stats();
+  const tiering::Keyspace::Stats ks = srv.keyspace().stats();
+  field(s, "total_connections_received", stats.connections_received.load());
+  field(s, "total_commands_processed", srv.sum(&WorkerStats::commands));
+  field(s, "instantaneous_ops_per_sec", stats.ops_per_sec.load());
+  field(s, "total_net_input_bytes", srv.sum(&WorkerStats::net_in));
+  field(s, "total_net_output_bytes", srv.sum(&WorkerStats::net_out));
+  field(s, "rejected_connections", stats.connections_rejected.load());
+  constants(s, {{"sync_full", "0"}, {"sync_partial_ok", "0"}, {"sync_partial_err", "0"}});
+  field(s, "expired_keys", ks.expired);
+  constants(s, {{"evicted_keys", "0"}, {"evicted_clients", "0"}});
+  field(s, "keyspace_hits", ks.hits);
+  field(s, "keyspace_misses", ks.misses);
+  constants(s, {{"pubsub_channels", "0"}, {"pubsub_patterns", "0"}, {"latest_fork_usec", "0"},
+                {"total_forks", "0"}});
+  field(s, "total_error_replies",
+        srv.sum(&WorkerStats::rejected) + srv.sum(&WorkerStats::failed));
+}
+
+void section_replication(Server& srv, int64_t, std::string* s) {
+  field(s, "role", "master");
+  field(s, "connected_slaves", 0);
+  field(s, "master_failover_state", "no-failover");
+  field(s, "master_replid", srv.run_id());
+  field(s, "master_replid2", std::string(40, '0'));
+  field(s, "master_repl_offset", 0);
+  field(s, "second_repl_offset", -1);
+  field(s, "repl_backlog_active", 0);
+}
+
+std::string seconds(const timeval& tv) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%ld.%06ld", static_cast<long>(tv.tv_sec),
+                static_cast<long>(tv.tv_usec));
+  return buf;
+}
+
+void section_cpu(Server&, int64_t, std::string* s) {
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  field(s, "used_cpu_sys", seconds(self.ru_stime));
+  field(s, "used_cpu_user", seconds(self.ru_utime));
+  field(s, "used_cpu_sys_children", seconds(children.ru_stime));
+  field(s, "used_cpu_user_children", seconds(children.ru_utime));
+}
+
+void section_cluster(Server&, int64_t, std::string* s) { field(s, "cluster_enabled", 0); }
+
+void section_keyspace(Server& srv, int64_t, std::string* s) {
+  const size_t keys = srv.keyspace().size();
+  if (keys == 0) return;
+  s->append("db0:keys=" + std::to_string(keys) +
+            ",expires=" + std::to_string(srv.keyspace().volatile_size()) + ",avg_ttl=0\r\n");
+}
+
+struct SectionDef {
+  const char* name;   // as INFO <section> asks for it
+  const char* title;  // as the "# Title" line shows it
+  void (*gen)(Server&, int64_t, std::string*);
+};
+
+// In Redis's order. Every one of them is also a "default" section in Redis.
+constexpr SectionDef kSections[] = {
+    {"server", "Server", section_server},
+    {"clients", "Clients", section_clients},
+    {"memory", "Memory", section_memory},
+    {"persistence", "Persistence", section_persistence},
+    {"stats", "Stats", section_stats},
+    {"replication", "Replication", section_replication},
+    {"cpu", "CPU", section_cpu},
+    {"cluster", "Cluster", section_cluster},
+    {"keyspace", "Keyspace", section_keyspace},
+};
+
+}  // namespace
+
+std::string info_text(Server& server, std::span<const std::string_view> sections,
+                      int64_t now_ms) {
+  bool all = sections.empty();
+  std::vector<bool> wanted(std::size(kSections), false);
+  for (std::string_view name : sections) {
+    if (iequals(name, "default") || iequals(name, "all") || iequals(name, "everything")) {
+      all = true;
+      continue;
+    }
+    for (size_t i = 0; i < std::size(kSections); ++i)
+      if (iequals(name, kSections[i].name)) wanted[i] = true;
+  }
+  std::string out;
+  bool first = true;
+  for (size_t i = 0; i < std::size(kSections); ++i) {
+    if (!all && !wanted[i]) continue;
+    if (!first) out += "\r\n";
+    first = false;
+    out += "# " + std::string(kSections[i].title) + "\r\n";
+    kSections[i].gen(server, now_ms, &out);
+  }
+  return out;
+}
+
+// ---- COMMAND INFO / DOCS ----
+
+namespace {
+
+// Redis's ACL categories, in the order COMMAND INFO lists them (acl.c ACLCommandCategories).
+enum Category : uint32_t {
+  kCatKeyspace = 1 << 0, kCatRead = 1 << 1, kCatWrite = 1 << 2, kCatString = 1 << 3,
+  kCatAdmin = 1 << 4, kCatFast = 1 << 5, kCatSlow = 1 << 6, kCatDangerous = 1 << 7,
+  kCatConnection = 1 << 8,
+};
+constexpr std::string_view kCategoryNames[] = {"@keyspace", "@read", "@write", "@string",
+                                               "@admin", "@fast", "@slow", "@dangerous",
+                                               "@connection"};
+
+// Categories Redis declares per command (src/commands/*.json) that its flags do not imply.
+uint32_t declared_categories(const CommandSpec& spec) {
+  struct Extra {
+    std::string_view name;
+    uint32_t cats;
+  };
+  static constexpr Extra kExtras[] = {
+      {"dbsize", kCatKeyspace}, {"flushdb", kCatKeyspace | kCatDangerous},
+      {"flushall", kCatKeyspace | kCatDangerous}, {"keys", kCatDangerous},
+      {"info", kCatDangerous}, {"lastsave", kCatAdmin | kCatDangerous},
+      {"command", kCatConnection},
+  };
+  uint32_t cats = 0;
+  if (spec.subcommands.empty()) {  // a container has none of its group's categories
+    if (spec.group == "string") cats |= kCatString;
+    else if (spec.group == "generic") cats |= kCatKeyspace;
+    else if (spec.group == "connection") cats |= kCatConnection;
+  }
+  std::string_view base = std::string_view(spec.full_name).substr(0, spec.full_name.find('|'));
+  for (const auto& e : kExtras)
+    if (e.name == base) cats |= e.cats;
+  return cats;
+}
+
+}  // namespace
+
+std::vector<std::string_view> acl_categories(const CommandSpec& spec) {
+  uint32_t cats = declared_categories(spec);
+  if (spec.flags & kWrite) cats |= kCatWrite;
+  if (spec.flags & kReadonly) cats |= kCatRead;
+  if (spec.flags & kAdmin) cats |= kCatAdmin | kCatDangerous;
+  if (spec.flags & kFast) cats |= kCatFast;
+  if (!(cats & kCatFast)) cats |= kCatSlow;  // "not @fast is @slow in this binary world"
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < std::size(kCategoryNames); ++i)
+    if (cats & (1u << i)) out.push_back(kCategoryNames[i]);
+  return out;
+}
+
+std::vector<std::string_view> key_spec_flags(const CommandSpec& spec) {
+  // Redis's flags where they differ from the default for the command's flags (for commands
+  // with two key specs, such as RENAME, those of the first).
+  static const std::unordered_map<std::string_view, std::vector<std::string_view>> kSpecial = {
+      {"set", {"RW", "access", "update", "variable_flags"}},
+      {"setnx", {"OW", "insert"}}, {"msetnx", {"OW", "insert"}},
+      {"setex", {"OW", "update"}}, {"psetex", {"OW", "update"}}, {"mset", {"OW", "update"}},
+      {"restore", {"OW", "update"}}, {"getset", {"RW", "access", "update"}},
+      {"getex", {"RW", "access", "update"}}, {"incr", {"RW", "access", "update"}},
+      {"decr", {"RW", "access", "update"}}, {"incrby", {"RW", "access", "update"}},
+      {"decrby", {"RW", "access", "update"}}, {"incrbyfloat", {"RW", "access", "update"}},
+      {"getdel", {"RW", "access", "delete"}}, {"rename", {"RW", "access", "delete"}},
+      {"renamenx", {"RW", "access", "delete"}}, {"append", {"RW", "insert"}},
+      {"del", {"RM", "delete"}}, {"unlink", {"RM", "delete"}}, {"strlen", {"RO"}},
+      {"exists", {"RO"}}, {"touch", {"RO"}}, {"type", {"RO"}}, {"copy", {"RO", "access"}},
+      {"memory|usage", {"RO"}}, {"object|encoding", {"RO"}}, {"object|freq", {"RO"}},
+      {"object|idletime", {"RO"}}, {"object|refcount", {"RO"}},
+  };
+  if (auto it = kSpecial.find(spec.full_name); it != kSpecial.end()) return it->second;
+  if (spec.flags & kReadonly) return {"RO", "access"};
+  if (spec.flags & kWrite) return {"RW", "update"};
+  return {"RO"};
+}
+
+const CommandSpec* lookup_full_name(const CommandTable& table, std::string_view name) {
+  const size_t bar = name.find('|');
+  const CommandSpec* spec = table.find(name.substr(0, bar));
+  if (spec == nullptr || bar == std::string_view::npos) return spec;
+  std::string_view sub = name.substr(bar + 1);
+  if (sub.find('|') != std::string_view::npos) return nullptr;
+  return CommandTable::find_sub(*spec, sub);
+}
+
+namespace {
+
+void reply_flags(resp::Writer& out, uint32_t flags) {
+  // Redis's order (server.c addReplyCommandFlags).
+  static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
+      {kWrite, "write"}, {kReadonly, "readonly"}, {kDenyOom, "denyoom"},
+      {kAdmin, "admin"}, {kNoScript, "noscript"}, {kLoading, "loading"},
+      {kStale, "stale"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
+      {kAllowBusy, "allow_busy"},
+  };
+  size_t n = 0;
+  for (const auto& [bit, name] : kNames) n += (flags & bit) ? 1 : 0;
+  out.set(n);
+  for (const auto& [bit, name] : kNames)
+    if (flags & bit) out.simple(name);
+}
+
+// The one key spec equivalent to (first, last, step): begin at index `first`, then a range.
+void reply_key_specs(resp::Writer& out, const CommandSpec& spec) {
+  if (spec.first_key <= 0) return out.set(0);
+  auto type = [&](std::string_view t, size_t spec_fields) {
+    out.map(2);
+    out.bulk("type");
+    out.bulk(t);
+    out.bulk("spec");
+    out.map(spec_fields);
+  };
+  auto num = [&](std::string_view name, int64_t v) {
+    out.bulk(name);
+    out.integer(v);
+  };
+  out.set(1);
+  out.map(3);
+  out.bulk("flags");
+  auto flags = key_spec_flags(spec);
+  out.set(flags.size());
+  for (auto f : flags) out.simple(f);
+  out.bulk("begin_search");
+  type("index", 1);
+  num("index", spec.first_key);
+  out.bulk("find_keys");
+  type("range", 3);
+  num("lastkey", spec.last_key < 0 ? spec.last_key : spec.last_key - spec.first_key);
+  num("keystep", spec.key_step > 0 ? spec.key_step : 1);
+  num("limit", 0);
+}
+
+}  // namespace
+
+void reply_command_info(resp::Writer& out, const CommandSpec* spec) {
+  if (spec == nullptr) return out.null();
+  out.array(10);
+  out.bulk(spec->full_name);
+  out.integer(spec->arity);
+  reply_flags(out, spec->flags);
+  out.integer(spec->first_key);
+  out.integer(spec->last_key);
+  out.integer(spec->key_step);
+  auto cats = acl_categories(*spec);
+  out.set(cats.size());
+  for (auto c : cats) out.simple(c);
+  out.set(0);  // tips
+  reply_key_specs(out, *spec);
+  if (spec->subcommands.empty()) return out.set(0);  // as Redis: an empty set, else an array
+  out.array(spec->subcommands.size());
+  for (const auto& sub : spec->subcommands) reply_command_info(out, &sub);
+}
+
+void reply_command_docs(resp::Writer& out, const CommandSpec& spec) {
+  const std::pair<std::string_view, const std::string*> fields[] = {
+      {"summary", &spec.summary}, {"since", &spec.since},
+      {"group", &spec.group}, {"complexity", &spec.complexity}};
+  size_t n = spec.subcommands.empty() ? 0 : 1;
+  for (const auto& [name, value] : fields) n += value->empty() ? 0 : 1;
+  out.map(n);
+  for (const auto& [name, value] : fields) {
+    if (value->empty()) continue;
+    out.bulk(name);
+    out.bulk(*value);
+  }
+  if (spec.subcommands.empty()) return;
+  out.bulk("subcommands");
+  out.map(spec.subcommands.size());
+  for (const auto& sub : spec.subcommands) {
+    out.bulk(sub.full_name);
+    reply_command_docs(out, sub);
+  }
+}
+
+}  // namespace server

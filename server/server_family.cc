@@ -1,0 +1,450 @@
+// server/server_family.cc - server administration: INFO, CONFIG, COMMAND, SLOWLOG, TIME,
+// LASTSAVE, SHUTDOWN, DEBUG SLEEP. Semantics, reply shapes and error texts follow Redis 7.0
+// (server.c, config.c, slowlog.c, debug.c); the INFO text and COMMAND INFO/DOCS shapes are
+// built in info.cc.
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "server/arg_parser.h"
+#include "server/config.h"
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/family.h"
+#include "server/info.h"
+#include "server/log.h"
+#include "server/server.h"
+#include "tiering/glob.h"
+
+namespace server {
+namespace {
+
+void reply_help(resp::Writer& out, std::initializer_list<const char*> lines) {
+  out.array(lines.size());
+  for (const char* l : lines) out.simple(l);
+}
+
+// "ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP."
+// (networking.c addReplySubcommandSyntaxError).
+std::string subcommand_syntax_error(const CommandContext& ctx) {
+  std::string cmd(ctx.args[0]);
+  for (char& c : cmd) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return "ERR unknown subcommand or wrong number of arguments for '" +
+         std::string(ctx.args[1].substr(0, 128)) + "'. Try " + cmd + " HELP.";
+}
+
+// ---- INFO, TIME, LASTSAVE ----
+
+void cmd_info(CommandContext& ctx) {
+  std::string text = info_text(ctx.server, ctx.args.subspan(1), ctx.now_ms);
+  ctx.out.verbatim("txt", text);
+}
+
+void cmd_time(CommandContext& ctx) {
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  ctx.out.array(2);
+  ctx.out.bulk(std::to_string(tv.tv_sec));
+  ctx.out.bulk(std::to_string(tv.tv_usec));
+}
+
+// No RDB is ever saved: the last "save" is the start of the process, when the dataset was
+// known (empty or recovered).
+void cmd_lastsave(CommandContext& ctx) { ctx.out.integer(ctx.server.start_ms() / 1000); }
+
+// ---- CONFIG ----
+
+void cmd_config_get(CommandContext& ctx) {
+  std::vector<std::pair<std::string, std::string>> found;
+  std::set<std::string> seen;
+  for (size_t i = 2; i < ctx.args.size(); ++i)
+    for (auto& kv : ctx.server.config().get(ctx.args[i]))
+      if (seen.insert(kv.first).second) found.push_back(std::move(kv));
+  ctx.out.map(found.size());
+  for (const auto& [name, value] : found) {
+    ctx.out.bulk(name);
+    ctx.out.bulk(value);
+  }
+}
+
+// The current value of a known key, as CONFIG GET shows it; `name` becomes the key's own name.
+std::string current_value(const Config& config, std::string* name) {
+  auto kv = config.get(*name);
+  *name = kv.at(0).first;
+  return kv.at(0).second;
+}
+
+// CONFIG SET name value [name value ...]: every pair is checked (unknown, immutable, duplicate)
+// before any is set, and a value refused rolls back the ones already set (config.c).
+void cmd_config_set(CommandContext& ctx) {
+  if (ctx.args.size() % 2 != 0) return ctx.out.error(err::kSyntax);
+  // One CONFIG SET at a time: the checks below write a key's own value back to it, and a
+  // rollback must not undo another client's change.
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  Config& config = ctx.server.config();
+  struct Pair {
+    std::string name;  // the key's own (lower-case) name
+    std::string_view value;
+    std::string old;
+  };
+  std::vector<Pair> pairs;
+  std::string unknown, error, error_arg;
+  for (size_t i = 2; i < ctx.args.size(); i += 2) {
+    std::string_view arg = ctx.args[i];
+    if (!Config::known(arg)) {
+      if (unknown.empty() && error.empty()) unknown = arg;
+      continue;
+    }
+    if (!unknown.empty() || !error.empty()) continue;
+    Pair p{std::string(arg), ctx.args[i + 1], {}};
+    p.old = current_value(config, &p.name);
+    // Writing the current value back fails only when the key cannot be set at run time.
+    if (config.set(p.name, p.old, true)) {
+      error = "can't set immutable config";
+      error_arg = arg;
+      continue;
+    }
+    for (const auto& q : pairs) {
+      if (q.name == p.name) {
+        error = "duplicate parameter";
+        error_arg = arg;
+      }
+    }
+    pairs.push_back(std::move(p));
+  }
+  if (!unknown.empty())
+    return ctx.out.error("ERR Unknown option or number of arguments for CONFIG SET - '" +
+                         unknown + "'");
+  for (size_t i = 0; error.empty() && i < pairs.size(); ++i) {
+    if (auto e = config.set(pairs[i].name, pairs[i].value, true)) {
+      error = *e;
+      error_arg = pairs[i].name;
+      for (size_t j = 0; j <= i; ++j) (void)config.set(pairs[j].name, pairs[j].old, false);
+    }
+  }
+  if (!error.empty())
+    return ctx.out.error("ERR CONFIG SET failed (possibly related to argument '" + error_arg +
+                         "') - " + error);
+  for (const auto& p : pairs) {
+    if (p.name == "loglevel")
+      log::configure(static_cast<log::Level>(config.num(Key::kLogLevel)), "");
+    log::verbose("config set " + p.name + "=" + (p.name == "requirepass" ? "(redacted)"
+                                                                        : std::string(p.value)));
+  }
+  ctx.out.ok();
+}
+
+void cmd_config_resetstat(CommandContext& ctx) {
+  ctx.server.reset_stats();
+  ctx.out.ok();
+}
+
+void cmd_config_help(CommandContext& ctx) {
+  reply_help(ctx.out, {
+      "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+      "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+      "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+      "RESETSTAT", "    Reset statistics reported by the INFO command.",
+      "HELP", "    Prints this help.",
+  });
+}
+
+// ---- COMMAND ----
+
+void reply_all_infos(CommandContext& ctx) {
+  const auto& all = ctx.server.commands().all();
+  ctx.out.array(all.size());
+  for (const CommandSpec* spec : all) reply_command_info(ctx.out, spec);
+}
+
+// COMMAND with no subcommand: the info of every command.
+void cmd_command(CommandContext& ctx) { reply_all_infos(ctx); }
+
+void cmd_command_count(CommandContext& ctx) {
+  ctx.out.integer(static_cast<int64_t>(ctx.server.commands().all().size()));
+}
+
+void cmd_command_info(CommandContext& ctx) {
+  if (ctx.args.size() == 2) return reply_all_infos(ctx);
+  ctx.out.array(ctx.args.size() - 2);
+  for (size_t i = 2; i < ctx.args.size(); ++i)
+    reply_command_info(ctx.out, lookup_full_name(ctx.server.commands(), ctx.args[i]));
+}
+
+void cmd_command_docs(CommandContext& ctx) {
+  std::vector<const CommandSpec*> specs;
+  if (ctx.args.size() == 2) {
+    specs = ctx.server.commands().all();
+  } else {
+    for (size_t i = 2; i < ctx.args.size(); ++i)
+      if (const CommandSpec* s = lookup_full_name(ctx.server.commands(), ctx.args[i]))
+        specs.push_back(s);
+  }
+  ctx.out.map(specs.size());
+  for (const CommandSpec* s : specs) {
+    ctx.out.bulk(s->full_name);
+    reply_command_docs(ctx.out, *s);
+  }
+}
+
+// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]
+void cmd_command_list(CommandContext& ctx) {
+  enum { kAll, kModule, kAclCat, kPattern } filter = kAll;
+  std::string_view arg;
+  if (ctx.args.size() == 5 && iequals(ctx.args[2], "filterby")) {
+    arg = ctx.args[4];
+    if (iequals(ctx.args[3], "module")) filter = kModule;
+    else if (iequals(ctx.args[3], "aclcat")) filter = kAclCat;
+    else if (iequals(ctx.args[3], "pattern")) filter = kPattern;
+    else return ctx.out.error(err::kSyntax);
+  } else if (ctx.args.size() != 2) {
+    return ctx.out.error(err::kSyntax);
+  }
+  auto matches = [&](const CommandSpec& s) {
+    switch (filter) {
+      case kAll:
+        return true;
+      case kModule:
+        return false;  // no modules
+      case kAclCat: {
+        auto cats = acl_categories(s);
+        return std::any_of(cats.begin(), cats.end(),
+                           [&](std::string_view c) { return iequals(c.substr(1), arg); });
+      }
+      case kPattern:
+        return tiering::glob_match(arg, s.full_name, true);
+    }
+    return false;
+  };
+  std::vector<std::string_view> names;
+  for (const CommandSpec* spec : ctx.server.commands().all()) {
+    if (matches(*spec)) names.push_back(spec->full_name);
+    for (const auto& sub : spec->subcommands)
+      if (matches(sub)) names.push_back(sub.full_name);
+  }
+  ctx.out.array(names.size());
+  for (auto n : names) ctx.out.bulk(n);
+}
+
+// COMMAND GETKEYS / GETKEYSANDFLAGS <command> [arg ...] (server.c getKeysSubcommandImpl).
+void getkeys_generic(CommandContext& ctx, bool with_flags) {
+  auto argv = ctx.args.subspan(2);
+  const CommandSpec* spec = ctx.server.commands().find(argv[0]);
+  if (spec && !spec->subcommands.empty() && argv.size() >= 2)
+    spec = CommandTable::find_sub(*spec, argv[1]);
+  if (spec == nullptr) return ctx.out.error("ERR Invalid command specified");
+  if (spec->first_key <= 0) return ctx.out.error("ERR The command has no key arguments");
+  if (!CommandTable::arity_ok(*spec, argv.size()))
+    return ctx.out.error("ERR Invalid number of arguments specified for command");
+  auto positions = CommandTable::key_positions(*spec, argv.size());
+  if (positions.empty()) return ctx.out.error("ERR Invalid arguments specified for command");
+  auto flags = key_spec_flags(*spec);
+  ctx.out.array(positions.size());
+  for (size_t pos : positions) {
+    if (!with_flags) {
+      ctx.out.bulk(argv[pos]);
+      continue;
+    }
+    ctx.out.array(2);
+    ctx.out.bulk(argv[pos]);
+    ctx.out.set(flags.size());
+    for (auto f : flags) ctx.out.simple(f);
+  }
+}
+void cmd_command_getkeys(CommandContext& ctx) { getkeys_generic(ctx, false); }
+void cmd_command_getkeysandflags(CommandContext& ctx) { getkeys_generic(ctx, true); }
+
+void cmd_command_help(CommandContext& ctx) {
+  reply_help(ctx.out, {
+      "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+      "(no subcommand)", "    Return details about all Redis commands.",
+      "COUNT", "    Return the total number of commands in this Redis server.",
+      "LIST", "    Return a list of all commands in this Redis server.",
+      "INFO [<command-name> ...]",
+      "    Return details about multiple Redis commands.",
+      "    If no command names are given, documentation details for all",
+      "    commands are returned.",
+      "DOCS [<command-name> ...]",
+      "    Return documentation details about multiple Redis commands.",
+      "    If no command names are given, documentation details for all",
+      "    commands are returned.",
+      "GETKEYS <full-command>", "    Return the keys from a full Redis command.",
+      "GETKEYSANDFLAGS <full-command>",
+      "    Return the keys and the access flags from a full Redis command.",
+      "HELP", "    Prints this help.",
+  });
+}
+
+// ---- SLOWLOG ----
+
+void cmd_slowlog_get(CommandContext& ctx) {
+  if (ctx.args.size() > 3) return ctx.out.error(subcommand_syntax_error(ctx));
+  int64_t count = 10;
+  if (ctx.args.size() == 3) {
+    auto n = parse_int(ctx.args[2]);
+    if (!n || *n < -1) return ctx.out.error("ERR count should be greater than or equal to -1");
+    count = *n;
+  }
+  auto entries = ctx.server.slowlog().get(count);
+  ctx.out.array(entries.size());
+  for (const auto& e : entries) {
+    ctx.out.array(6);
+    ctx.out.integer(static_cast<int64_t>(e.id));
+    ctx.out.integer(e.time_s);
+    ctx.out.integer(e.duration_us);
+    ctx.out.array(e.args.size());
+    for (const auto& a : e.args) ctx.out.bulk(a);
+    ctx.out.bulk(e.peer);
+    ctx.out.bulk(e.name);
+  }
+}
+
+void cmd_slowlog_len(CommandContext& ctx) {
+  ctx.out.integer(static_cast<int64_t>(ctx.server.slowlog().size()));
+}
+
+void cmd_slowlog_reset(CommandContext& ctx) {
+  ctx.server.slowlog().reset();
+  ctx.out.ok();
+}
+
+void cmd_slowlog_help(CommandContext& ctx) {
+  reply_help(ctx.out, {
+      "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+      "GET [<count>]",
+      "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+      "    Entries are made of:",
+      "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+      "    client name",
+      "LEN", "    Return the length of the slowlog.",
+      "RESET", "    Reset the slowlog.",
+      "HELP", "    Prints this help.",
+  });
+}
+
+// ---- SHUTDOWN, DEBUG ----
+
+// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Nothing is saved (stratakv keeps no RDB) and the
+// stop is immediate, so no shutdown is ever in progress for ABORT. No reply on success: the
+// connection closes as the server stops, as in Redis.
+void cmd_shutdown(CommandContext& ctx) {
+  bool nosave = false, save = false, abort = false, other = false;
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    std::string_view a = ctx.args[i];
+    if (iequals(a, "nosave")) nosave = true;
+    else if (iequals(a, "save")) save = true;
+    else if (iequals(a, "now") || iequals(a, "force")) other = true;
+    else if (iequals(a, "abort")) abort = true;
+    else return ctx.out.error(err::kSyntax);
+  }
+  if ((abort && (nosave || save || other)) || (nosave && save))
+    return ctx.out.error(err::kSyntax);
+  if (abort) return ctx.out.error("ERR No shutdown in progress.");
+  log::warning("User requested shutdown... client=" + std::to_string(ctx.conn.id()));
+  ctx.server.stop();
+}
+
+// DEBUG SLEEP <seconds> | HELP. Sleeping blocks this connection's worker thread, like Redis
+// blocks its main thread: meant for tests (SLOWLOG, timeouts).
+void cmd_debug(CommandContext& ctx) {
+  if (iequals(ctx.args[1], "help") && ctx.args.size() == 2) {
+    return reply_help(ctx.out, {
+        "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
+        "HELP", "    Prints this help.",
+    });
+  }
+  if (iequals(ctx.args[1], "sleep") && ctx.args.size() == 3) {
+    // As Redis: strtod, so a non-number sleeps 0 seconds.
+    double secs = std::strtod(std::string(ctx.args[2]).c_str(), nullptr);
+    if (secs > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(secs * 1e6)));
+    return ctx.out.ok();
+  }
+  ctx.out.error(subcommand_syntax_error(ctx));
+}
+
+}  // namespace
+
+void register_server_family(CommandTable& t) {
+  const uint32_t ls = kLoading | kStale;
+  const uint32_t admin = kAdmin | kNoScript | kLoading | kStale;
+  auto spec = [](std::string name, int arity, uint32_t flags, Handler h, std::string summary,
+                 std::string since, std::string complexity = "O(1)") {
+    return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags, .handler = h,
+                       .group = "server", .summary = std::move(summary),
+                       .since = std::move(since), .complexity = std::move(complexity),
+                       .subcommands = {}, .full_name = {}};
+  };
+  const char* help = "Show helpful text about the different subcommands";
+  const char* by_sub = "Depends on subcommand.";
+
+  t.add(spec("info", -1, ls, cmd_info, "Get information and statistics about the server",
+             "1.0.0"));
+  t.add(spec("time", 1, ls | kFast, cmd_time, "Return the current server time", "2.6.0"));
+  t.add(spec("lastsave", 1, ls | kFast, cmd_lastsave,
+             "Get the UNIX time stamp of the last successful save to disk", "1.0.0"));
+  t.add(spec("shutdown", -1, admin | kAllowBusy, cmd_shutdown,
+             "Synchronously save the dataset to disk and then shut down the server", "1.0.0",
+             "O(N) when saving, where N is the total number of keys in all databases when "
+             "saving data, otherwise O(1)"));
+  t.add(spec("debug", -2, admin, cmd_debug, "A container for debugging commands", "1.0.0",
+             by_sub));
+
+  const char* config_n = "O(N) when N is the number of configuration parameters provided";
+  CommandSpec config = spec("config", -2, 0, nullptr,
+                            "A container for server configuration commands", "2.0.0", by_sub);
+  config.subcommands = {
+      spec("get", -3, admin, cmd_config_get, "Get the values of configuration parameters",
+           "2.0.0", config_n),
+      spec("set", -4, admin, cmd_config_set, "Set configuration parameters to the given values",
+           "2.0.0", config_n),
+      spec("resetstat", 2, admin, cmd_config_resetstat, "Reset the stats returned by INFO",
+           "2.0.0"),
+      spec("help", 2, ls, cmd_config_help, help, "5.0.0"),
+  };
+  t.add(std::move(config));
+
+  const char* lookup_n = "O(N) where N is the number of commands to look up";
+  const char* getkeys_n = "O(N) where N is the number of arguments to the command";
+  const char* all_n = "O(N) where N is the total number of Redis commands";
+  CommandSpec command = spec("command", -1, ls, cmd_command,
+                             "Get array of Redis command details", "2.8.13", all_n);
+  command.subcommands = {
+      spec("count", 2, ls, cmd_command_count, "Get total number of Redis commands", "2.8.13"),
+      spec("docs", -2, ls, cmd_command_docs,
+           "Get array of specific Redis command documentation", "7.0.0", lookup_n),
+      spec("getkeys", -4, ls, cmd_command_getkeys, "Extract keys given a full Redis command",
+           "2.8.13", getkeys_n),
+      spec("getkeysandflags", -4, ls, cmd_command_getkeysandflags,
+           "Extract keys and access flags given a full Redis command", "7.0.0", getkeys_n),
+      spec("help", 2, ls, cmd_command_help, help, "5.0.0"),
+      spec("info", -2, ls, cmd_command_info,
+           "Get array of specific Redis command details, or all when no argument is given.",
+           "2.8.13", lookup_n),
+      spec("list", -2, ls, cmd_command_list, "Get an array of Redis command names", "7.0.0",
+           all_n),
+  };
+  t.add(std::move(command));
+
+  const uint32_t slow_admin = kAdmin | kLoading | kStale;
+  CommandSpec slowlog = spec("slowlog", -2, 0, nullptr, "A container for slow log commands",
+                             "2.2.12", by_sub);
+  slowlog.subcommands = {
+      spec("get", -2, slow_admin, cmd_slowlog_get, "Get the slow log's entries", "2.2.12",
+           "O(N) where N is the number of entries returned"),
+      spec("len", 2, slow_admin, cmd_slowlog_len, "Get the slow log's length", "2.2.12"),
+      spec("reset", 2, slow_admin, cmd_slowlog_reset, "Clear all entries from the slow log",
+           "2.2.12", "O(N) where N is the number of entries in the slowlog"),
+      spec("help", 2, ls, cmd_slowlog_help, help, "6.2.0"),
+  };
+  t.add(std::move(slowlog));
+}
+
+}  // namespace server
