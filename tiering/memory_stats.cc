@@ -8,6 +8,11 @@
 
 #ifdef STRATAKV_JEMALLOC
 #include <jemalloc/jemalloc.h>
+#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STRATAKV_SANITIZER_ALLOCATOR
+// From the sanitizer runtime's allocator interface (sanitizer/allocator_interface.h, which
+// g++'s packages do not ship).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace tiering {
@@ -21,6 +26,8 @@ size_t allocator_allocated() {
   sz = sizeof(allocated);
   if (mallctl("stats.allocated", &allocated, &sz, nullptr, 0) == 0) return allocated;
   return 0;
+#elif defined(STRATAKV_SANITIZER_ALLOCATOR)
+  return __sanitizer_get_current_allocated_bytes();
 #else
   struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;

@@ -2,7 +2,7 @@
 //
 // Release builds link jemalloc as the process allocator, as Redis does (small objects pack
 // tightly, freed pages are reused instead of returned and faulted in again); sanitizer builds
-// keep the sanitizer's allocator. These figures back INFO memory and the maxmemory check.
+
 #pragma once
 
 #include <cstddef>
