@@ -107,7 +107,10 @@ asio::awaitable<bool> Connection::flush() {
     bufs.emplace_back(b.data, b.size);
     total += b.size;
   }
-  auto [ec, n] = co_await asio::async_write(socket_, bufs,
+  // asio's default completion condition (transfer_all) writes at most 64 KiB per sendmsg; a
+  // 32 MiB reply would take 512 system calls. Hand the kernel everything at once instead.
+  auto all = [](const asio::error_code& e, size_t) -> size_t { return e ? 0 : SIZE_MAX; };
+  auto [ec, n] = co_await asio::async_write(socket_, bufs, all,
                                             asio::experimental::as_tuple(asio::use_awaitable));
   WorkerStats::bump(worker_.stats.net_out, n);
   writer_.clear();

@@ -18,7 +18,7 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "server/version.h"
-#include "tiering/memory_stats.h"
+#include "tiering/allocator.h"
 #include "tiering/value.h"
 
 namespace server {

@@ -9,7 +9,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
-#include "tiering/memory_stats.h"
+#include "tiering/allocator.h"
 
 namespace server {
 

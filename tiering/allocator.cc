@@ -1,4 +1,4 @@
-#include "tiering/memory_stats.h"
+#include "tiering/allocator.h"
 
 #include <malloc.h>
 #include <unistd.h>
@@ -13,6 +13,13 @@
 // From the sanitizer runtime's allocator interface (sanitizer/allocator_interface.h, which
 // g++'s packages do not ship).
 extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
+#ifdef STRATAKV_JEMALLOC
+// Read by jemalloc at its initialisation (jemalloc(3), "TUNING"). See allocator.h for why.
+extern "C" {
+const char* malloc_conf = "oversize_threshold:0,background_thread:true";
+}
 #endif
 
 namespace tiering {

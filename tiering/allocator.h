@@ -1,8 +1,13 @@
-// tiering/memory_stats.h - what the process's allocator says about memory in use.
+// tiering/allocator.h - the process allocator: its tuning and what it says about memory in use.
 //
 // Release builds link jemalloc as the process allocator, as Redis does (small objects pack
 // tightly, freed pages are reused instead of returned and faulted in again); sanitizer builds
-
+// keep the sanitizer's allocator. These figures back INFO memory and the maxmemory check.
+//
+// jemalloc is tuned in allocator.cc (its `malloc_conf`): large values (1-80 MiB KV-cache chunks)
+// stay in the normal arenas instead of jemalloc's "oversize" arena, which purges on every free,
+// so a 32 MiB SET reuses pages a previous value left instead of faulting in and zeroing 8192 new
+// ones; and purging runs on jemalloc's background thread, off the connection threads.
 #pragma once
 
 #include <cstddef>
