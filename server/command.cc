@@ -28,9 +28,11 @@ void CommandTable::add(CommandSpec spec) {
 }
 
 const CommandSpec* CommandTable::find(std::string_view name) const {
-  thread_local std::string lower;
-  to_lower(name, &lower);
-  auto it = by_name_.find(lower);
+  char lower[32] = {};  // longer than any command name
+  if (name.size() > sizeof lower) return nullptr;
+  for (size_t i = 0; i < name.size(); ++i)
+    lower[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
+  auto it = by_name_.find(std::string_view(lower, name.size()));
   return it == by_name_.end() ? nullptr : &it->second;
 }
 

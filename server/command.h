@@ -87,7 +87,11 @@ class CommandTable {
   }
 
  private:
-  std::unordered_map<std::string, CommandSpec> by_name_;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, CommandSpec, NameHash, std::equal_to<>> by_name_;
   std::vector<const CommandSpec*> order_;
 };
 

@@ -121,16 +121,18 @@ asio::awaitable<void> Connection::run() {
   auto token = asio::experimental::as_tuple(asio::use_awaitable);
   Config& config = server_.config();
   size_t pos = 0, have = 0;
+  int64_t batch_ms = 0;  // wall clock of the batch: one clock read per read, not per command
   while (!closed_.load(std::memory_order_relaxed)) {
     // 1. Run every complete request in the buffer.
     bool protocol_error = false;
+    command_end_ = std::chrono::steady_clock::now();
     while (pos < have && !closed_.load(std::memory_order_relaxed)) {
       parser_.set_unauthenticated(!authenticated && config.num(Key::kRequirePass) != 0);
       parser_.limits().max_bulk_len = config.num(Key::kProtoMaxBulkLen);
       resp::Parser::Status st;
       pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
       if (st == resp::Parser::Status::kRequest) {
-        execute(parser_.request(), tiering::now_ms());
+        execute(parser_.request(), batch_ms);
         if (close_after_reply_) break;
         if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
       } else if (st == resp::Parser::Status::kError) {
@@ -176,7 +178,8 @@ asio::awaitable<void> Connection::run() {
       have = n;
       WorkerStats::bump(worker_.stats.net_in, n);
     }
-    last_ms_.store(tiering::now_ms(), std::memory_order_relaxed);
+    batch_ms = tiering::now_ms();
+    last_ms_.store(batch_ms, std::memory_order_relaxed);
   }
 
   // Closed: release what the partial request held and leave the registry.

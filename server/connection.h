@@ -10,6 +10,7 @@
 #include <asio.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -66,7 +67,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Milliseconds since the last request.
   int64_t idle_ms(int64_t now_ms) const;
 
-  /// Runs one request (server/dispatch.cc).
+  /// Runs one request (server/dispatch.cc). `now_ms` is the wall clock of the batch it came in.
   void execute(const resp::Request& req, int64_t now_ms);
 
  private:
@@ -85,6 +86,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int> resp_{2};
   std::atomic<bool> closed_{false};
   bool close_after_reply_ = false;
+  // When the previous command ended (or the batch began): each command's duration for the
+  // slowlog is measured from here, so it costs one clock read per command.
+  std::chrono::steady_clock::time_point command_end_;
 
   resp::Parser parser_;
   resp::Writer writer_;

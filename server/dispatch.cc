@@ -67,15 +67,15 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
 
   last_cmd_.store(spec, std::memory_order_relaxed);
   CommandContext ctx{server_, *this, writer_, req, req.args(), now_ms, server_.keyspace()};
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = command_end_;
   try {
     spec->handler(ctx);
   } catch (const std::bad_alloc&) {
     writer_.error(err::kOom);
   }
-  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+  command_end_ = std::chrono::steady_clock::now();
+  const int64_t us =
+      std::chrono::duration_cast<std::chrono::microseconds>(command_end_ - start).count();
   WorkerStats::bump(stats.commands);
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
   if (threshold >= 0 && us >= threshold)
