@@ -364,6 +364,8 @@ void Parser::commit_large_bulk(size_t n) {
 }
 
 size_t Parser::reserved_bytes() const {
+  // A request already returned by feed() is the caller's, not a partial one.
+  if (done_) return line_.size();
   return line_.size() + storage_.size() + large_reserved_;
 }
 

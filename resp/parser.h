@@ -101,9 +101,9 @@ class Parser {
   /// Records that `n` bytes (<= large_bulk_window().size()) were written into the window.
   void commit_large_bulk(size_t n);
 
-  /// Bytes held for the request being parsed (or just returned, until the next feed()): copied
-  /// arguments, partial lines and the full size of large bulk buffers already allocated.
-  /// Compare with client-query-buffer-limit.
+  /// Bytes held for the request being parsed (not one already returned): copied arguments,
+  /// partial lines and the full size of large bulk buffers already allocated. Compare with
+  /// client-query-buffer-limit.
   size_t reserved_bytes() const;
 
   /// Before AUTH when a password is set: stricter limits on argument count and bulk length.

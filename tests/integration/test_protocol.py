@@ -372,3 +372,48 @@ def test_resp3_on_one_connection_does_not_affect_others(r, raw):
     assert c3.call_raw("GET", "nokey") == b"_\r\n"
     assert c2.call_raw("GET", "nokey") == b"$-1\r\n"
     assert r.get("nokey") is None
+
+
+# ---------------------------------------------------------------- query buffer limits
+
+def _info_field(r, field):
+    return r.info("memory").get(field)
+
+
+@pytest.mark.skipif(os.environ.get("STRATAKV_TARGET", "stratakv") == "redis",
+                    reason="query_buffers_reserved is stratakv's INFO field")
+def test_large_bulk_reservation_is_counted_and_freed_on_disconnect(r, raw):
+    """A header promising a big bulk reserves its buffer; the reservation shows in INFO and is
+    released when the client goes away without sending the bytes."""
+    assert _info_field(r, "query_buffers_reserved") == 0
+    clients = [raw() for _ in range(3)]
+    for i, c in enumerate(clients):
+        c.send(b"*3\r\n$3\r\nSET\r\n$5\r\nbig:%d\r\n$100000000\r\npartial" % i)
+    deadline = time.monotonic() + 5
+    while _info_field(r, "query_buffers_reserved") < 3 * 100_000_000:
+        assert time.monotonic() < deadline, "reservations not counted"
+        time.sleep(0.02)
+    for c in clients:
+        c.close()
+    deadline = time.monotonic() + 5
+    while _info_field(r, "query_buffers_reserved") != 0:
+        assert time.monotonic() < deadline, "reservations not released on disconnect"
+        time.sleep(0.02)
+    assert r.exists("big:0", "big:1", "big:2") == 0
+
+
+def test_client_query_buffer_limit_closes_only_that_client(start_server):
+    srv = start_server(client_query_buffer_limit="1mb")
+    bystander = srv.client()
+    bystander.set("safe", "value")
+    from resp_util import RawConn
+    greedy = RawConn(srv.host, srv.port)
+    greedy.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4000000\r\n")
+    try:
+        greedy.send(b"x" * 2_000_000)
+    except OSError:
+        pass  # the server may already have closed the connection
+    data, closed = greedy.read_until_closed(timeout=5)
+    assert closed and data == b""
+    assert bystander.get("safe") == b"value"
+    assert bystander.exists("k") == 0
