@@ -2,6 +2,7 @@
 //
 // Order of checks follows Redis 7.0's processCommand: lookup (unknown command), arity,
 // authentication, maxmemory for denyoom commands; then the call, its stats and the slowlog.
+#include <algorithm>
 #include <chrono>
 
 #include "server/connection.h"
@@ -56,9 +57,14 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
     return;
   }
   if (spec->flags & kDenyOom) {
+    // Buffers reserved for large bulks still in flight do not count: a client that sends a
+    // header and no bytes must not push other clients' writes out.
     int64_t maxmemory = config.num(Key::kMaxMemory);
-    if (maxmemory > 0 &&
-        server_.stats().used_memory.load(std::memory_order_relaxed) > uint64_t(maxmemory)) {
+    const ServerStats& st = server_.stats();
+    uint64_t used = st.used_memory.load(std::memory_order_relaxed);
+    uint64_t reserved = st.reserved_bulk_bytes.load(std::memory_order_relaxed);
+    used -= std::min(used, reserved);
+    if (maxmemory > 0 && used > uint64_t(maxmemory)) {
       WorkerStats::bump(stats.rejected);
       writer_.error(err::kOom);
       return;
