@@ -7,7 +7,7 @@ packages=(
   # build
   g++ cmake ninja-build pkg-config
   # libraries
-  libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev
+  libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
   # tests and benchmarks: real Redis tools and clients as peers
   redis-server redis-tools python3 python3-redis python3-pytest
 )

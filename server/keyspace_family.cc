@@ -45,10 +45,10 @@ constexpr std::string_view kLfuSelected =
     "switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 // Bookkeeping per key besides the key's and the value's bytes, for MEMORY USAGE: the hash node
-// (key object and Entry, plus next pointer and cached hash), its bucket slot, and the value's
-// shared_ptr control block (vptr, two counts) with the ValueBuffer in it.
+// (next pointer, cached hash, Entry), its bucket slot, and the value's shared_ptr control block
+// (vptr, two counts) with the ValueBuffer in it.
 constexpr size_t kEntryOverhead =
-    sizeof(Shard::Item) + 3 * sizeof(void*) + 2 * sizeof(void*) + sizeof(tiering::ValueBuffer);
+    sizeof(Shard::Item) + sizeof(void*) + 2 * sizeof(void*) + sizeof(tiering::ValueBuffer);
 
 std::span<const std::string_view> keys_of(const CommandContext& ctx) {
   return ctx.args.subspan(1);

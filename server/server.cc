@@ -167,6 +167,8 @@ void Server::cron() {
     const int64_t now = tiering::now_ms();
     // Active expiry: up to 200 due keys per shard per tick.
     keyspace_.active_expire(now, 200);
+    // Finish resizes of idle shards' tables (busy ones advance on every access).
+    keyspace_.rehash_step(100);
     refresh_memory();
     // instantaneous_ops_per_sec over the last tick.
     uint64_t ops = sum(&WorkerStats::commands);

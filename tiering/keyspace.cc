@@ -1,6 +1,9 @@
 #include "tiering/keyspace.h"
 
 #include <algorithm>
+#include <bit>
+#include <climits>
+#include <cstdint>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -17,14 +20,14 @@ static uint32_t now_s(int64_t now) { return static_cast<uint32_t>(now / 1000); }
 // ---- Shard ----
 
 Shard::Item* Shard::find(std::string_view key, int64_t now) {
-  auto it = map_.find(key);
-  if (it == map_.end()) return nullptr;
-  if (it->second.expire_ms != 0 && it->second.expire_ms <= now) {
-    erase(&*it);
+  Item* item = map_.find(key);
+  if (item == nullptr) return nullptr;
+  if (item->second.expire_ms != 0 && item->second.expire_ms <= now) {
+    erase(item);
     ++expired;
     return nullptr;
   }
-  return &*it;
+  return item;
 }
 
 Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
@@ -46,9 +49,7 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
 }
 
 Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now) {
-  auto it = map_.find(key);
-  if (it == map_.end()) it = map_.try_emplace(std::string(key)).first;
-  Item* item = &*it;
+  Item* item = map_.try_emplace(key).first;
   item->second.value = std::move(value);
   item->second.access_s = now_s(now);
   set_expire(item, expire_ms);
@@ -58,15 +59,14 @@ Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_
 void Shard::set_expire(Item* item, int64_t expire_ms) {
   Entry& e = item->second;
   if (e.expire_ms == expire_ms) return;
-  if (e.expire_ms != 0) expiry_.erase({e.expire_ms, std::string_view(item->first)});
+  if (e.expire_ms != 0) expiry_.erase({e.expire_ms, item});
   e.expire_ms = expire_ms;
-  if (expire_ms != 0) expiry_.emplace(expire_ms, std::string_view(item->first));
+  if (expire_ms != 0) expiry_.emplace(expire_ms, item);
 }
 
 void Shard::erase(Item* item) {
-  if (item->second.expire_ms != 0)
-    expiry_.erase({item->second.expire_ms, std::string_view(item->first)});
-  map_.erase(item->first);
+  if (item->second.expire_ms != 0) expiry_.erase({item->second.expire_ms, item});
+  map_.erase(item);
 }
 
 bool Shard::erase(std::string_view key, int64_t now) {
@@ -79,9 +79,9 @@ bool Shard::erase(std::string_view key, int64_t now) {
 size_t Shard::expire_due(int64_t now, size_t budget) {
   size_t removed = 0;
   while (removed < budget && !expiry_.empty() && expiry_.begin()->first <= now) {
-    std::string_view key = expiry_.begin()->second;
+    Item* item = expiry_.begin()->second;
     expiry_.erase(expiry_.begin());
-    map_.erase(map_.find(key));
+    map_.erase(item);
     ++removed;
   }
   expired += removed;
@@ -90,9 +90,7 @@ size_t Shard::expire_due(int64_t now, size_t budget) {
 
 Shard::Map Shard::take_all() {
   expiry_.clear();
-  Map old;
-  old.swap(map_);
-  return old;
+  return std::exchange(map_, Map());
 }
 
 // ---- Keyspace ----
@@ -103,11 +101,12 @@ Keyspace::Keyspace(size_t shards) {
   shards_.reserve(n);
   for (size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>());
   mask_ = n - 1;
+  shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
 }
 
 size_t Keyspace::shard_index(std::string_view key) const {
-  // The tables use the low bits of the same hash; take the shard from the high bits.
-  return (KeyHash{}(key) >> 40) & mask_;
+  // The tables use the low 32 bits of the same hash; take the shard from the high bits.
+  return (hash_key(key) >> 40) & mask_;
 }
 
 Keyspace::MultiLock::MultiLock(Keyspace& ks, std::span<const std::string_view> keys) : ks_(ks) {
@@ -159,55 +158,72 @@ size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {
   return removed;
 }
 
+size_t Keyspace::rehash_step(size_t buckets_per_shard) {
+  size_t busy = 0;
+  for (auto& s : shards_) {
+    std::lock_guard lock(s->mu);
+    busy += s->rehash_step(buckets_per_shard);
+  }
+  return busy;
+}
+
 uint64_t Keyspace::scan(uint64_t cursor, size_t count, int64_t now,
                         const std::function<void(const std::string&, const Entry&)>& emit) {
-  constexpr int kBucketBits = 40;
-  size_t s = cursor >> kBucketBits;
-  size_t b = cursor & ((uint64_t{1} << kBucketBits) - 1);
-  size_t visited = 0;
+  size_t s = cursor & mask_;
+  uint64_t c = cursor >> shard_bits_;  // the shard table's cursor (below its size, < 2^32)
   if (count == 0) count = 1;
-  while (s < shards_.size() && visited < count) {
+  // Redis's scanGenericCommand bound: at most 10 * count dictScan steps (buckets) per call.
+  size_t budget = count > SIZE_MAX / 10 ? SIZE_MAX : count * 10;
+  size_t visited = 0;
+  std::string key;  // emit takes a std::string: one buffer reused for every key
+  auto visit = [&](const Shard::Item& item) {
+    ++visited;
+    const Entry& e = item.second;
+    if (e.expire_ms != 0 && e.expire_ms <= now) return;
+    key.assign(item.key());
+    emit(key, e);
+  };
+  for (; s < shards_.size(); ++s, c = 0) {
     Shard& shard = *shards_[s];
-    std::lock_guard lock(shard.mu);
-    const auto& map = shard.map();
-    size_t nb = map.bucket_count();
-    for (; b < nb && visited < count; ++b) {
-      for (auto it = map.begin(b); it != map.end(b); ++it) {
-        if (it->second.expire_ms != 0 && it->second.expire_ms <= now) continue;
-        emit(it->first, it->second);
-        ++visited;
+    {
+      std::lock_guard lock(shard.mu);
+      // An empty shard is done (whatever the cursor) and costs no budget, so SCAN 0 over an
+      // empty keyspace completes in one call.
+      if (shard.map().empty()) {
+        c = 0;
+      } else {
+        do {
+          --budget;
+          c = shard.map().scan(c, visit);
+        } while (c != 0 && budget > 0 && visited < count);
       }
     }
-    if (b >= nb) {
-      ++s;
-      b = 0;
+    if (c != 0) break;  // out of budget inside this shard: resume here
+    if (budget == 0 || visited >= count) {
+      ++s;  // this shard is done; resume at the next one
+      break;
     }
   }
   if (s >= shards_.size()) return 0;
-  return (uint64_t{s} << kBucketBits) | b;
+  return (c << shard_bits_) | s;
 }
 
 std::optional<std::string> Keyspace::random_key(int64_t now) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto live = [now](const Entry& e) { return e.expire_ms == 0 || e.expire_ms > now; };
   size_t start = rng() & mask_;
   for (size_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[(start + i) & mask_];
     std::lock_guard lock(shard.mu);
-    const auto& map = shard.map();
+    const Shard::Map& map = shard.map();
     if (map.empty()) continue;
-    size_t nb = map.bucket_count();
-    for (int tries = 0; tries < 64; ++tries) {
-      size_t b = rng() % nb;
-      size_t n = map.bucket_size(b);
-      if (n == 0) continue;
-      auto it = map.begin(b);
-      std::advance(it, rng() % n);
-      if (it->second.expire_ms != 0 && it->second.expire_ms <= now) break;
-      return it->first;
+    for (int tries = 0; tries < 16; ++tries) {
+      const Shard::Item* item = map.random_node(rng);
+      if (live(item->second)) return std::string(item->key());
     }
-    // A sparse table or an expired pick: fall back to the first live key of this shard.
+    // Mostly expired keys not yet removed: fall back to the first live key of this shard.
     for (const auto& [key, e] : map)
-      if (e.expire_ms == 0 || e.expire_ms > now) return key;
+      if (live(e)) return std::string(key);
   }
   return std::nullopt;
 }

@@ -5,6 +5,11 @@
 // A command locks the one shard of its key; multi-key commands lock every involved shard in
 // ascending index order (MultiLock), which makes deadlock impossible.
 //
+// Each shard's table is a tiering::Dict (dict.h): Redis's chained table with incremental
+// rehashing, one allocation per key (the key's bytes inline in the node), and Redis's
+// reverse-binary SCAN cursor, so a key present for a whole SCAN is returned at least once even
+// when tables grow or shrink between calls.
+//
 // Expiry follows Redis: lazy on access (find() removes an expired key and reports it missing)
 // plus an active cycle run by the server's cron. Where Redis samples random volatile keys, each
 // shard here keeps its volatile keys ordered by deadline, so the active cycle removes exactly
@@ -21,10 +26,10 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "tiering/dict.h"
 #include "tiering/value.h"
 
 namespace tiering {
@@ -40,9 +45,10 @@ struct Entry {
   uint8_t lfu = 5;        ///< logarithmic access counter (Redis's LFU_INIT_VAL is 5)
 };
 
+/// The hash every table and the shard choice use (XXH3), as a function object.
 struct KeyHash {
   using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  size_t operator()(std::string_view s) const { return hash_key(s); }
 };
 struct KeyEq {
   using is_transparent = void;
@@ -52,8 +58,11 @@ struct KeyEq {
 /// One shard: a hash table and its expiry index. Every method requires `mu` held.
 class Shard {
  public:
-  using Map = std::unordered_map<std::string, Entry, KeyHash, KeyEq>;
-  using Item = Map::value_type;
+  using Map = Dict<Entry>;
+  /// One key: `item->first` (or key()) is the key, a DictKey that converts to std::string_view;
+  /// `item->second` (or entry()) is its Entry. Valid until the key is erased: tables resize by
+  /// relinking nodes, never moving them.
+  using Item = Map::Node;
 
   /// Looks `key` up. An expired key is removed (counted in expired_keys) and reads as missing.
   /// Does not touch access stats or hit/miss counters; see lookup() for reads.
@@ -75,9 +84,13 @@ class Shard {
   size_t expire_due(int64_t now, size_t budget);
   /// Removes every key. Returns the old table, so the caller can free it elsewhere.
   Map take_all();
+  /// Moves up to `buckets` buckets of an ongoing table resize (for the cron; every operation
+  /// also moves one). Returns whether a resize is still in progress.
+  bool rehash_step(size_t buckets) { return map_.rehash_step(buckets); }
 
   size_t size() const { return map_.size(); }
   size_t volatile_size() const { return expiry_.size(); }
+  /// The table, for iteration (`for (const auto& [key, entry] : shard.map())`) and scans.
   const Map& map() const { return map_; }
 
   std::mutex mu;
@@ -85,7 +98,7 @@ class Shard {
 
  private:
   Map map_;
-  std::set<std::pair<int64_t, std::string_view>> expiry_;  // (deadline, key owned by map_)
+  std::set<std::pair<int64_t, Item*>> expiry_;  // (deadline, node in map_) of volatile keys
 };
 
 /// The sharded keyspace. Thread-safe through the shards' mutexes.
@@ -121,9 +134,16 @@ class Keyspace {
   /// One active expiry pass: at most `budget_per_shard` keys per shard. Returns keys removed.
   size_t active_expire(int64_t now, size_t budget_per_shard);
 
+  /// Moves up to `buckets_per_shard` buckets of every shard's ongoing table resize (Redis's
+  /// incrementallyRehash, for the cron). Returns how many shards are still resizing.
+  size_t rehash_step(size_t buckets_per_shard);
+
   /// One step of SCAN. `cursor` 0 starts; the returned cursor is 0 when the scan is complete.
-  /// Calls `emit(key, entry)` for the keys visited, roughly `count` of them. Keys present for
-  /// the whole scan and whose shard table was not resized during it are returned at least once.
+  /// Calls `emit(key, entry)` for the keys visited, roughly `count` of them (whole buckets, so
+  /// sometimes more), and visits at most 10 * `count` buckets. Every key present from the first
+  /// call to the last is returned at least once, whatever resizes happen in between (Redis's
+  /// guarantee); a key may be returned twice. The cursor's low bits are the shard, the rest the
+  /// shard table's reverse-binary cursor. Locks one shard at a time; `emit` runs under it.
   uint64_t scan(uint64_t cursor, size_t count, int64_t now,
                 const std::function<void(const std::string&, const Entry&)>& emit);
 
@@ -141,6 +161,7 @@ class Keyspace {
  private:
   std::vector<std::unique_ptr<Shard>> shards_;
   size_t mask_;
+  unsigned shard_bits_;  // log2 of the shard count
 };
 
 }  // namespace tiering

@@ -1,11 +1,11 @@
 // Unit tests of tiering::Dict: operations against a std::unordered_map oracle (through grow,
 // shrink and incremental rehashing), node stability, iteration while rehashing, Redis's SCAN
-// guarantee across resizes between calls (for the Dict and for Keyspace::scan), random_node.
+// guarantee across resizes between calls, random_node. (Keyspace::scan's guarantee is tested
+// in keyspace_test.cc.)
 #include <doctest.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -157,20 +157,20 @@ TEST_CASE("dict: random operations against an unordered_map oracle, through many
   ResizeLog log;
   size_t ops_while_rehashing = 0;
   auto key_of = [&](uint64_t r) {
-    // Mostly short keys, some long ones, some binary.
-    std::string k = name(r % 7 == 0 ? std::string(40, 'L') : "key:", static_cast<long>(r % 5000));
+    // Mostly short keys, some long ones, some binary: about 2000 distinct keys.
+    std::string k = name(r % 7 == 0 ? std::string(40, 'L') : "key:", static_cast<long>(r % 500));
     if (r % 11 == 0) k.push_back('\0');
     return k;
   };
   for (int op = 0; op < 300'000; ++op) {
-    // Phases of 30k ops: insert-heavy, then erase-heavy, so the table grows and shrinks.
-    const bool grow = (op / 30'000) % 2 == 0;
+    // Phases of 50k ops: insert-heavy, then erase-heavy, so the table grows and shrinks.
+    const bool grow = (op / 50'000) % 2 == 0;
     const uint64_t r = rng();
     std::string k = key_of(r >> 8);
     ops_while_rehashing += d.rehashing();
-    // 0-3 insert or assign (only 0 in an erase-heavy phase), 4-5 find, 6-8 erase, 9 rehash.
+    // 0-3 insert or assign (erase in an erase phase), 4-5 find, 6-8 erase, 9 rehash step.
     int kind = static_cast<int>(r % 10);
-    if (!grow && kind >= 1 && kind <= 3) kind = 6;
+    if (!grow && kind <= 3) kind = 6;
     switch (kind) {
       case 0: case 1: case 2: case 3: {
         auto [n, ins] = d.try_emplace(k);
@@ -210,7 +210,7 @@ TEST_CASE("dict: random operations against an unordered_map oracle, through many
   }
   check_same(d, oracle);
   CHECK(log.grows >= 5);
-  CHECK(log.shrinks >= 5);
+  CHECK(log.shrinks >= 3);  // one or more per erase phase
   CHECK(ops_while_rehashing > 1000);
   MESSAGE("grows " << log.grows << ", shrinks " << log.shrinks << ", ops while rehashing "
                    << ops_while_rehashing);
@@ -335,47 +335,6 @@ TEST_CASE("dict: scan guarantee across growth and shrink between calls") {
                           << log.grows << ", shrinks " << log.shrinks << ", originals deleted "
                           << deleted.size());
   }
-}
-
-TEST_CASE("keyspace: scan guarantee across resizes of the shard tables between calls") {
-  constexpr int64_t kNow = 1'700'000'000'000;
-  tiering::Keyspace ks(4);
-  auto put = [&](const std::string& k) {
-    tiering::Shard& s = ks.shard_of(k);
-    std::lock_guard lock(s.mu);
-    s.upsert(k, tiering::ValueBuffer::copy_of("v"), 0, kNow);
-  };
-  auto del = [&](const std::string& k) {
-    tiering::Shard& s = ks.shard_of(k);
-    std::lock_guard lock(s.mu);
-    return s.erase(k, kNow);
-  };
-  constexpr int kOrig = 1000;
-  for (int i = 0; i < kOrig; ++i) put(name("orig:", i));
-  std::set<std::string> seen;
-  std::vector<std::string> tmp;
-  long next_tmp = 0;
-  size_t calls = 0;
-  uint64_t cursor = 0;
-  do {
-    cursor = ks.scan(cursor, 5, kNow, [&](const std::string& k, const tiering::Entry&) { seen.insert(k); });
-    ++calls;
-    const bool grow = (calls / 10) % 2 == 0;  // swing 0 <-> ~20000 churn keys
-    for (int i = 0; i < 2000; ++i) {
-      if (grow) {
-        tmp.push_back(name("tmp:", next_tmp++));
-        put(tmp.back());
-      } else if (!tmp.empty()) {
-        CHECK(del(tmp.back()));
-        tmp.pop_back();
-      }
-    }
-  } while (cursor != 0 && calls < 1'000'000);
-  CHECK(cursor == 0);
-  int missed = 0;
-  for (int i = 0; i < kOrig; ++i) missed += seen.count(name("orig:", i)) == 0;
-  CHECK(missed == 0);
-  MESSAGE("keyspace scan calls " << calls);
 }
 
 TEST_CASE("dict: random_node reaches many elements, also mid-rehash and when sparse") {

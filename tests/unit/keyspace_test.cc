@@ -1,5 +1,5 @@
-// Unit tests of tiering::Keyspace (shards, lazy and active expiry, MultiLock, SCAN, RANDOMKEY,
-// FLUSH) and tiering::glob_match.
+// Unit tests of tiering::Keyspace (shards, lazy and active expiry, MultiLock, SCAN and its
+// guarantee across table resizes, RANDOMKEY, FLUSH, rehash steps) and tiering::glob_match.
 #include <doctest.h>
 
 #include <algorithm>
@@ -242,6 +242,80 @@ TEST_CASE("keyspace: scan returns every key exactly once over a static keyspace"
     for (const auto& [k, n] : seen) dups += n != 1;
     CHECK(dups == 0);
   }
+}
+
+// Redis's guarantee through Keyspace::scan: a key present for the whole scan is returned at
+// least once, though the shard tables grow and shrink (and are mid-rehash) between calls.
+TEST_CASE("keyspace: scan guarantee across resizes of the shard tables between calls") {
+  Keyspace ks(4);
+  auto del = [&](const std::string& k) {
+    Shard& s = ks.shard_of(k);
+    std::lock_guard lock(s.mu);
+    return s.erase(k, kNow);
+  };
+  constexpr int kOrig = 1000;
+  for (int i = 0; i < kOrig; ++i) put(ks, name("orig:", i), "v");
+  std::set<std::string> seen;
+  std::vector<std::string> tmp;
+  long next_tmp = 0;
+  size_t calls = 0, max_size = 0;
+  uint64_t cursor = 0;
+  do {
+    cursor = ks.scan(cursor, 5, kNow, [&](const std::string& k, const tiering::Entry&) {
+      seen.insert(k);
+    });
+    ++calls;
+    const bool grow = (calls / 10) % 2 == 0;  // swing between 0 and ~20000 churn keys
+    for (int i = 0; i < 2000; ++i) {
+      if (grow) {
+        tmp.push_back(name("tmp:", next_tmp++));
+        put(ks, tmp.back(), "v");
+      } else if (!tmp.empty()) {
+        CHECK(del(tmp.back()));
+        tmp.pop_back();
+      }
+    }
+    max_size = std::max(max_size, tmp.size());
+  } while (cursor != 0 && calls < 1'000'000);
+  CHECK(cursor == 0);
+  int missed = 0;
+  for (int i = 0; i < kOrig; ++i) missed += seen.count(name("orig:", i)) == 0;
+  CHECK(missed == 0);
+  CHECK(calls > 20);        // several growth and shrink swings happened during the scan
+  CHECK(max_size > 10'000);
+}
+
+TEST_CASE("keyspace: scan bounds its work, and completes when a shard empties mid-scan") {
+  Keyspace ks(4);
+  for (int i = 0; i < 4000; ++i) put(ks, name("k", i), "v");
+  // COUNT 1 visits about one bucket per call.
+  size_t got = 0;
+  uint64_t cursor = ks.scan(0, 1, kNow, [&](const std::string&, const tiering::Entry&) { ++got; });
+  CHECK(cursor != 0);
+  CHECK(got >= 1);
+  CHECK(got < 20);
+  // Whatever shard the cursor points into, empty every shard: the scan then ends at once.
+  ks.flush(false);
+  got = 0;
+  cursor = ks.scan(cursor, 10, kNow, [&](const std::string&, const tiering::Entry&) { ++got; });
+  CHECK(cursor == 0);
+  CHECK(got == 0);
+  // SCAN 0 over an empty keyspace completes in one call.
+  CHECK(ks.scan(0, 1, kNow, [&](const std::string&, const tiering::Entry&) { ++got; }) == 0);
+}
+
+TEST_CASE("keyspace: rehash_step finishes the shards' resizes") {
+  Keyspace ks(2);
+  for (int i = 0; i < 5000; ++i) put(ks, name("k", i), "v");
+  size_t busy = ks.rehash_step(1);
+  CHECK(busy <= 2);
+  for (int i = 0; i < 100'000 && busy > 0; ++i) busy = ks.rehash_step(10);
+  CHECK(busy == 0);
+  for (size_t s = 0; s < ks.shard_count(); ++s) {
+    std::lock_guard lock(ks.shard(s).mu);
+    CHECK_FALSE(ks.shard(s).map().rehashing());
+  }
+  CHECK(ks.size() == 5000);
 }
 
 TEST_CASE("keyspace: random_key returns a live key, nothing when empty") {
