@@ -39,10 +39,13 @@ using Clock = std::chrono::steady_clock;
 [[noreturn]] void usage(const char* msg = nullptr) {
   if (msg) std::fprintf(stderr, "stratakv-loopback: %s\n\n", msg);
   std::fprintf(stderr,
-               "usage: stratakv-loopback [--seconds S | --bytes N] [--buffer N] [--json]\n"
+               "usage: stratakv-loopback [--seconds S | --bytes N] [--buffer N] [--recv-span N] [--json]\n"
                "  --seconds S   send for S seconds (default 3)\n"
                "  --bytes N     send exactly N bytes instead (suffixes k/m/g, binary)\n"
                "  --buffer N    size of each write and read (default 4m)\n"
+               "  --recv-span N the receiver writes through N bytes of memory in turn instead of\n"
+               "                reusing one cache-warm buffer, as a server storing values does\n"
+               "                (pages pre-faulted; default: the buffer size)\n"
                "  --json        print one JSON line\n");
   std::exit(2);
 }
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   double seconds = 3.0;
   uint64_t bytes = 0;  // 0 = time-bound
-  uint64_t bufsize = uint64_t{4} << 20;
+  uint64_t bufsize = uint64_t{4} << 20, span = 0;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -88,6 +91,8 @@ int main(int argc, char** argv) {
       if (!parse_size(next(), bytes) || bytes == 0) usage("bad --bytes");
     } else if (a == "--buffer") {
       if (!parse_size(next(), bufsize) || bufsize == 0) usage("bad --buffer");
+    } else if (a == "--recv-span") {
+      if (!parse_size(next(), span) || span == 0) usage("bad --recv-span");
     } else if (a == "--json") {
       json = true;
     } else {
@@ -107,9 +112,10 @@ int main(int argc, char** argv) {
   if (::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &alen) < 0) die("getsockname");
 
   std::vector<char> sbuf(bufsize, 'x');
-  std::vector<char> rbuf(bufsize, 0);
+  if (span < bufsize) span = bufsize;
+  std::vector<char> rbuf(span, 0);  // zero-filled: every page is resident before timing
 
-  uint64_t received = 0;
+  uint64_t received = 0, rpos = 0;
   double recv_secs = 0;
   std::thread receiver([&] {
     int fd = ::accept(lfd, nullptr, nullptr);
@@ -117,12 +123,14 @@ int main(int argc, char** argv) {
     Clock::time_point first{}, last{};
     bool started = false;
     for (;;) {
-      ssize_t r = ::recv(fd, rbuf.data(), rbuf.size(), 0);
+      if (rpos + bufsize > span) rpos = 0;
+      ssize_t r = ::recv(fd, rbuf.data() + rpos, bufsize, 0);
       if (r < 0) {
         if (errno == EINTR) continue;
         die("recv");
       }
       if (r == 0) break;
+      rpos += static_cast<uint64_t>(r);
       last = Clock::now();
       if (!started) {
         // Time from the first byte; the first read's bytes don't count toward the rate.
