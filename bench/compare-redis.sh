@@ -239,7 +239,9 @@ if stratakv_is_redis; then
   log "STRATAKV_SERVER is a redis-server: --threads is not passed"
   start_server stratakv "$STRATAKV_SERVER" --save "" --appendonly no --maxmemory "$MAXMEMORY" "${stratakv_extra[@]}"
 else
-  start_server stratakv "$STRATAKV_SERVER" --maxmemory "$MAXMEMORY" --threads "$THREADS" "${stratakv_extra[@]}"
+  # Values live in stratakv's memory region: as large as maxmemory, so both bound the same.
+  start_server stratakv "$STRATAKV_SERVER" --maxmemory "$MAXMEMORY" --memory.capacity "$MAXMEMORY" \
+    --threads "$THREADS" "${stratakv_extra[@]}"
 fi
 
 # ---------------------------------------------------------------------------------------

@@ -14,11 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "resp/keepalive.h"
 
 namespace resp {
 
@@ -32,10 +33,11 @@ struct ParserLimits {
 };
 
 /// Destination buffer for one large bulk argument. `owner` keeps `data` alive; the request
-/// hands it back unchanged so the command layer can adopt the buffer as a value.
+/// holds it until the parser's next feed()/reset(), so the command layer can take its own
+/// reference and adopt the buffer as a value.
 struct LargeBulk {
-  char* data = nullptr;          ///< at least the requested number of bytes; null = failure
-  std::shared_ptr<void> owner;   ///< releases `data` when the last reference drops
+  char* data = nullptr;  ///< at least the requested number of bytes; null = failure
+  Keepalive owner;       ///< one reference to what owns `data`
 };
 
 /// Allocates the home of a large bulk argument of `len` bytes. Called on the parsing thread.
@@ -48,15 +50,17 @@ class Request {
   bool empty() const { return argv_.empty(); }
   std::string_view operator[](size_t i) const { return argv_[i]; }
   const std::vector<std::string_view>& args() const { return argv_; }
-  /// Owner of argument i when it was read into a LargeBulk; null for small arguments.
-  const std::shared_ptr<void>& owner(size_t i) const { return owners_[i]; }
+  /// Owner of argument i when it was read into a LargeBulk; empty for small arguments. Held
+  /// until the parser's next feed()/reset(); a caller that keeps the buffer takes a reference
+  /// of its own (it knows the owner's type: it made it in its BulkAllocator).
+  const Keepalive& owner(size_t i) const { return owners_[i]; }
   /// True when the request came as an inline (telnet-style) command.
   bool inline_command() const { return inline_; }
 
  private:
   friend class Parser;
   std::vector<std::string_view> argv_;
-  std::vector<std::shared_ptr<void>> owners_;
+  std::vector<Keepalive> owners_;
   bool inline_ = false;
 };
 
@@ -71,7 +75,7 @@ class Parser {
 
   /// `large_bulk_threshold`: bulks of at least this many bytes go to `alloc`; smaller ones are
   /// copied into the request's own storage. Without an allocator every bulk is copied; when the
-  /// allocator fails (null data) the bulk is copied too and its owner() is null.
+  /// allocator fails (null data) the bulk is copied too and its owner() is empty.
   explicit Parser(ParserLimits limits = {}, BulkAllocator alloc = {},
                   size_t large_bulk_threshold = 16 * 1024);
 

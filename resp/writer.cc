@@ -45,7 +45,7 @@ void Writer::bulk(std::string_view s) {
   inline_.append(kCrlf);
 }
 
-void Writer::bulk_ref(std::string_view s, std::shared_ptr<const void> keepalive) {
+void Writer::bulk_ref(std::string_view s, Keepalive keepalive) {
   if (s.size() < kRefThreshold) {
     bulk(s);
     return;

@@ -12,10 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "resp/keepalive.h"
 
 namespace resp {
 
@@ -45,8 +46,8 @@ class Writer {
   void integer(int64_t v);           ///< :v
   void bulk(std::string_view s);     ///< $len s (copied)
   /// $len, then `s` by reference when large (kept alive by `keepalive` until clear()),
-  /// otherwise copied.
-  void bulk_ref(std::string_view s, std::shared_ptr<const void> keepalive);
+  /// otherwise copied (and `keepalive` released at once).
+  void bulk_ref(std::string_view s, Keepalive keepalive);
   void null();                       ///< RESP2 $-1, RESP3 _
   void null_array();                 ///< RESP2 *-1, RESP3 _
   void array(size_t n);              ///< *n
@@ -75,7 +76,7 @@ class Writer {
   struct Ref {
     size_t inline_offset;  // position in inline_ where the referenced bytes belong
     std::string_view bytes;
-    std::shared_ptr<const void> keepalive;
+    Keepalive keepalive;
   };
   void header(char type, int64_t n);
   void line(char type, std::string_view s);  // type, s with CR/LF as spaces, CRLF

@@ -44,6 +44,11 @@ const std::vector<Spec>& specs() {
       {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "noeviction", true, 0, 0,
        {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
         "allkeys-lfu", "allkeys-random", "noeviction"}},
+      // The memory region every value lives in (tiering/memory_tier.h): reserved at start-up,
+      // backed as it fills. At least 2 MiB (its rounding unit), at most 16 TiB.
+      {Key::kMemoryCapacity, "memory.capacity", Type::kSize, "1gb", false, 2 * 1024 * 1024,
+       int64_t{1} << 44},
+      {Key::kMemoryHugepages, "memory.hugepages", Type::kBool, "no", false},
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},
@@ -94,10 +99,6 @@ Config::Config() {
   for (const auto& s : specs()) {
     auto err = set(s.name, s.def, false);
     (void)err;  // defaults are valid by construction
-  }
-  if (num(Key::kThreads) == 0) {
-    unsigned n = std::thread::hardware_concurrency();
-    nums_[static_cast<int>(Key::kThreads)] = n ? n : 1;
   }
 }
 
@@ -179,6 +180,10 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
     if (*v < spec->min || *v > spec->max)
       return "argument must be between " + std::to_string(spec->min) + " and " +
              std::to_string(spec->max) + " inclusive";
+  }
+  if (spec->key == Key::kThreads && *v == 0) {  // 0 = one per core, from any source
+    const unsigned cores = std::thread::hardware_concurrency();
+    v = cores ? cores : 1;
   }
   nums_[i].store(*v, std::memory_order_relaxed);
   return std::nullopt;

@@ -35,6 +35,8 @@ enum class Key {
   kClientQueryBufferLimit,
   kMaxMemory,
   kMaxMemoryPolicy,
+  kMemoryCapacity,
+  kMemoryHugepages,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
   kHz,

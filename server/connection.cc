@@ -2,6 +2,7 @@
 
 #include <asio/experimental/as_tuple.hpp>
 
+#include "server/family.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "tiering/value.h"
@@ -34,10 +35,10 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
 Connection::~Connection() = default;
 
 resp::LargeBulk Connection::allocate_bulk(size_t len) {
-  auto value = tiering::ValueBuffer::allocate(len);
-  if (!value) return {};
+  tiering::ValueRef value = server_.allocate_value(len);
+  if (!value) return {};  // the parser copies the bulk; the command then replies -OOM
   char* data = value->data();
-  return {data, std::move(value)};
+  return {data, value_keepalive(std::move(value))};
 }
 
 void Connection::start() {

@@ -57,14 +57,11 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
     return;
   }
   if (spec->flags & kDenyOom) {
-    // Buffers reserved for large bulks still in flight do not count: a client that sends a
-    // header and no bytes must not push other clients' writes out.
-    int64_t maxmemory = config.num(Key::kMaxMemory);
-    const ServerStats& st = server_.stats();
-    uint64_t used = st.used_memory.load(std::memory_order_relaxed);
-    uint64_t reserved = st.reserved_bulk_bytes.load(std::memory_order_relaxed);
-    used -= std::min(used, reserved);
-    if (maxmemory > 0 && used > uint64_t(maxmemory)) {
+    // Used memory (heap + value blocks, Server::used_memory_now) against maxmemory, or the
+    // region's capacity when maxmemory is 0. Buffers reserved for large bulks still in flight
+    // do not count: a client that sends a header and no bytes must not push other clients'
+    // writes out.
+    if (server_.used_memory_now() > server_.memory_limit()) {
       WorkerStats::bump(stats.rejected);
       writer_.error(err::kOom);
       return;

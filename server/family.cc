@@ -1,5 +1,6 @@
 #include "server/family.h"
 
+#include <cstring>
 #include <new>
 
 #include "server/arg_parser.h"
@@ -12,26 +13,50 @@ void register_all_commands(CommandTable& table) {
   register_string_family(table);
   register_keyspace_family(table);
   register_server_family(table);
+  register_memory_family(table);
+}
+
+void reply_help(CommandContext& ctx, std::string_view container,
+                std::initializer_list<std::string_view> lines) {
+  ctx.out.array(lines.size() + 3);
+  ctx.out.simple(std::string(container) +
+                 " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+  for (auto line : lines) ctx.out.simple(line);
+  ctx.out.simple("HELP");
+  ctx.out.simple("    Prints this help.");
+}
+
+resp::Keepalive value_keepalive(tiering::ValueRef value) {
+  return resp::Keepalive(value.detach(), &tiering::ValueRef::release_detached);
 }
 
 void reply_value(resp::Writer& out, const tiering::ValueRef& value) {
   if (value->size() < resp::Writer::kRefThreshold) out.bulk(value->view());
-  else out.bulk_ref(value->view(), value);
+  else out.bulk_ref(value->view(), value_keepalive(value));
 }
 
 tiering::ValueRef value_from_arg(const CommandContext& ctx, size_t i) {
-  if (const auto& owner = ctx.req.owner(i))
-    return std::static_pointer_cast<tiering::ValueBuffer>(owner);
-  return make_value(ctx.args[i]);
+  // Large bulks were allocated as values by Connection::allocate_bulk, whose keepalives
+  // release ValueRefs: share that value.
+  const resp::Keepalive& owner = ctx.req.owner(i);
+  if (owner && owner.releaser() == &tiering::ValueRef::release_detached)
+    return tiering::ValueRef::share(static_cast<tiering::Value*>(owner.get()));
+  return make_value(ctx, ctx.args[i]);
 }
 
-tiering::ValueRef make_value(std::string_view bytes) {
-  auto v = tiering::ValueBuffer::copy_of(bytes);
+tiering::ValueRef new_value(const CommandContext& ctx, size_t size, size_t capacity) {
+  tiering::ValueRef v = ctx.server.allocate_value(size, capacity);
   if (!v) throw std::bad_alloc();
   return v;
 }
 
-const char* string_encoding(const tiering::ValueBuffer& value) {
+tiering::ValueRef make_value(const CommandContext& ctx, std::string_view bytes) {
+  tiering::ValueRef v = new_value(ctx, bytes.size());
+  if (!bytes.empty()) std::memcpy(v->data(), bytes.data(), bytes.size());
+  return v;
+}
+
+const char* string_encoding(const tiering::Value& value) {
   // Redis's tryObjectEncoding: integers that fit a long are "int", short strings "embstr";
   // a string changed in place is "raw".
   if (value.modified()) return "raw";

@@ -3,9 +3,13 @@
 // One file per family registers its commands (`register_*_family`), each one table entry:
 // string_family.cc (strings), keyspace_family.cc (generic key commands and expiry),
 // connection_family.cc (PING, AUTH, HELLO, CLIENT, ...), server_family.cc (INFO, CONFIG,
-// COMMAND, SLOWLOG, ...).
+// COMMAND, SLOWLOG, ...), memory_family.cc (MEMORY).
 #pragma once
 
+#include <initializer_list>
+#include <string_view>
+
+#include "resp/keepalive.h"
 #include "server/command.h"
 #include "tiering/value.h"
 
@@ -15,22 +19,34 @@ void register_string_family(CommandTable& table);
 void register_keyspace_family(CommandTable& table);
 void register_connection_family(CommandTable& table);
 void register_server_family(CommandTable& table);
+void register_memory_family(CommandTable& table);
+
+/// A container's HELP reply, as Redis's addReplyHelp: the header line, `lines`, then HELP.
+void reply_help(CommandContext& ctx, std::string_view container,
+                std::initializer_list<std::string_view> lines);
 
 /// Replies a value as a bulk string: small ones copied, large ones referenced (no copy), the
 /// reference held until the socket write completes.
 void reply_value(resp::Writer& out, const tiering::ValueRef& value);
 
-/// The value of argument `i` as a ValueRef: a large bulk read straight into its own buffer is
-/// adopted as is (no copy); a small one is copied. Throws std::bad_alloc when memory cannot
-/// be had (dispatch replies OOM).
+/// A keepalive holding one reference to `value` (no allocation), for the parser and writer.
+resp::Keepalive value_keepalive(tiering::ValueRef value);
+
+/// The value of argument `i` as a ValueRef: a large bulk read straight into its own value is
+/// shared as is (no copy); a small one is copied into a new value. Throws std::bad_alloc when
+/// the memory region cannot fit it (dispatch replies -OOM).
 tiering::ValueRef value_from_arg(const CommandContext& ctx, size_t i);
 
-/// A new value holding `bytes`; throws std::bad_alloc when memory cannot be had (dispatch
-/// replies OOM).
-tiering::ValueRef make_value(std::string_view bytes);
+/// A new value holding `bytes`; throws std::bad_alloc when the memory region cannot fit it
+/// (dispatch replies -OOM).
+tiering::ValueRef make_value(const CommandContext& ctx, std::string_view bytes);
+
+/// A new value of `size` bytes in use and room for `capacity` (uninitialised); throws
+/// std::bad_alloc when the memory region cannot fit it. See Server::allocate_value.
+tiering::ValueRef new_value(const CommandContext& ctx, size_t size, size_t capacity = 0);
 
 /// OBJECT ENCODING of a string value: "int", "embstr" (<= 44 bytes) or "raw" (longer, or
 /// changed in place by APPEND/SETRANGE), as Redis.
-const char* string_encoding(const tiering::ValueBuffer& value);
+const char* string_encoding(const tiering::Value& value);
 
 }  // namespace server

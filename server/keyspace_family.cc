@@ -1,7 +1,7 @@
 // server/keyspace_family.cc - generic key commands: DEL, EXISTS, TYPE, RENAME, COPY, KEYS, SCAN,
 // RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, the expiry commands (EXPIRE..., TTL..., PERSIST), and the
-// OBJECT and MEMORY USAGE introspection commands. Semantics and error texts follow Redis 7.0's
-// db.c, expire.c and object.c.
+// OBJECT introspection commands (MEMORY is in memory_family.cc). Semantics and error texts
+// follow Redis 7.0's db.c, expire.c and object.c.
 //
 // Reads that Redis does with LOOKUP_NOTOUCH (EXISTS, TYPE, TTL, OBJECT) use Shard::peek (counts
 // a hit or miss, leaves access stats alone); reads that touch (TOUCH, COPY's source) use lookup;
@@ -43,12 +43,6 @@ constexpr std::string_view kExpireGtLt =
 constexpr std::string_view kLfuSelected =
     "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
     "switching between policies at runtime LRU and LFU data will take some time to adjust.";
-
-// Bookkeeping per key besides the key's and the value's bytes, for MEMORY USAGE: the hash node
-// (next pointer, cached hash, Entry), its bucket slot, and the value's shared_ptr control block
-// (vptr, two counts) with the ValueBuffer in it.
-constexpr size_t kEntryOverhead =
-    sizeof(Shard::Item) + sizeof(void*) + 2 * sizeof(void*) + sizeof(tiering::ValueBuffer);
 
 std::span<const std::string_view> keys_of(const CommandContext& ctx) {
   return ctx.args.subspan(1);
@@ -315,18 +309,7 @@ void cmd_persist(CommandContext& ctx) {
   ctx.out.integer(1);
 }
 
-// ---- OBJECT, MEMORY ----
-
-// The container's HELP reply, as Redis's addReplyHelp.
-void reply_help(CommandContext& ctx, std::string_view container,
-                std::initializer_list<std::string_view> lines) {
-  ctx.out.array(lines.size() + 3);
-  ctx.out.simple(std::string(container) +
-                 " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
-  for (auto line : lines) ctx.out.simple(line);
-  ctx.out.simple("HELP");
-  ctx.out.simple("    Prints this help.");
-}
+// ---- OBJECT ----
 
 // Runs `fn(entry)` on the key of an OBJECT subcommand under its shard lock; nil when missing.
 template <class Fn>
@@ -382,32 +365,6 @@ void cmd_object_help(CommandContext& ctx) {
               "    <key>."});
 }
 
-// MEMORY USAGE key [SAMPLES count]: the value's allocated bytes, the key's bytes and a fixed
-// per-entry overhead. SAMPLES is checked and ignored (a string has nothing to sample).
-void cmd_memory_usage(CommandContext& ctx) {
-  for (size_t i = 3; i < ctx.args.size(); ++i) {
-    if (!iequals(ctx.args[i], "samples") || i + 1 == ctx.args.size())
-      return ctx.out.error(err::kSyntax);
-    auto samples = parse_int(ctx.args[++i]);
-    if (!samples) return ctx.out.error(err::kNotInteger);
-    if (*samples < 0) return ctx.out.error(err::kSyntax);
-  }
-  std::string_view key = ctx.args[2];
-  Shard& shard = ctx.ks.shard_of(key);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
-  if (item == nullptr) return ctx.out.null();
-  const size_t bytes = item->second.value->allocated() + key.size() + kEntryOverhead;
-  ctx.out.integer(static_cast<int64_t>(bytes));
-}
-
-void cmd_memory_help(CommandContext& ctx) {
-  reply_help(ctx, "MEMORY",
-             {"USAGE <key> [SAMPLES <count>]",
-              "    Return memory in bytes used by <key> and its value. Nested values are",
-              "    sampled up to <count> times (default: 5, 0 means sample all)."});
-}
-
 }  // namespace
 
 void register_keyspace_family(CommandTable& t) {
@@ -460,11 +417,6 @@ void register_keyspace_family(CommandTable& t) {
       spec("refcount", 3, r, 2, 2, cmd_object_refcount, "generic", "Get the number of references to the value of the key", "2.2.3", "O(1)"),
       spec("help", 2, help, 0, 0, cmd_object_help, "generic", "Show helpful text about the different subcommands", "6.2.0", "O(1)")};
   t.add(std::move(object));
-  CommandSpec memory = spec("memory", -2, 0, 0, 0, nullptr, "server", "A container for memory diagnostics commands", "4.0.0", "Depends on subcommand.");
-  memory.subcommands = {
-      spec("usage", -3, r, 2, 2, cmd_memory_usage, "server", "Estimate the memory usage of a key", "4.0.0", "O(N) where N is the number of samples."),
-      spec("help", 2, help, 0, 0, cmd_memory_help, "server", "Show helpful text about the different subcommands", "4.0.0", "O(1)")};
-  t.add(std::move(memory));
 }
 
 }  // namespace server

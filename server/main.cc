@@ -12,6 +12,7 @@
 #include "server/log.h"
 #include "server/server.h"
 #include "server/version.h"
+#include "tiering/memory_tier.h"
 
 namespace {
 
@@ -73,6 +74,23 @@ int main(int argc, char** argv) {
   server::log::configure(static_cast<server::log::Level>(config.num(server::Key::kLogLevel)),
                          config.str(server::Key::kLogFile));
   std::signal(SIGPIPE, SIG_IGN);
+
+  // The memory region every value lives in, before anything allocates a value.
+  tiering::RegionOptions region;
+  region.capacity = static_cast<size_t>(config.num(server::Key::kMemoryCapacity));
+  region.hugepages = config.num(server::Key::kMemoryHugepages) != 0;
+  std::string region_error;
+  if (!tiering::MemoryTier::start(region, &region_error)) {
+    server::log::warning("cannot create the memory region capacity=" +
+                         std::to_string(region.capacity) + ": " + region_error);
+    return 1;
+  }
+  const tiering::MemoryRegion& r = tiering::MemoryTier::region();
+  static const char* const kBacking[] = {"normal pages", "transparent huge pages", "hugetlb"};
+  server::log::notice("memory region capacity=" + std::to_string(r.size()) +
+                      " backing=\"" + kBacking[static_cast<int>(r.hugepages())] + "\"");
+  if (region.hugepages && r.hugepages() != tiering::HugePages::kHugetlb)
+    server::log::warning("memory.hugepages: hugetlb pages unavailable: " + r.note());
 
   server::Server srv(config);
   if (auto err = srv.listen()) {

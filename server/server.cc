@@ -3,13 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
-#include "tiering/allocator.h"
 
 namespace server {
 
@@ -152,11 +152,37 @@ void Server::accept_unix() {
   });
 }
 
-void Server::refresh_memory() {
-  uint64_t used = tiering::allocator_allocated();
+tiering::ValueRef Server::allocate_value(size_t size, size_t capacity) {
+  tiering::ValueRef v = tiering::ValueRef::allocate(size, capacity);
+  if (!v) {
+    // The region is full. Eviction hooks in here: make room, then retry once.
+    stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+uint64_t Server::used_memory_now() const {
+  uint64_t used = stats_.used_memory_base.load(std::memory_order_relaxed) +
+                  tiering::MemoryTier::region().direct_allocated();
+  const uint64_t reserved = stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
+  return used - std::min(used, reserved);
+}
+
+uint64_t Server::memory_limit() const {
+  const int64_t maxmemory = config_.num(Key::kMaxMemory);
+  return maxmemory > 0 ? static_cast<uint64_t>(maxmemory) : tiering::MemoryTier::region().size();
+}
+
+tiering::MemoryFigures Server::refresh_memory() {
+  const tiering::MemoryFigures f = tiering::MemoryTier::figures();
+  const uint64_t used = f.used();
   stats_.used_memory.store(used, std::memory_order_relaxed);
-  if (used > stats_.used_memory_peak.load(std::memory_order_relaxed))
-    stats_.used_memory_peak.store(used, std::memory_order_relaxed);
+  stats_.used_memory_base.store(used - std::min<uint64_t>(used, f.region.direct_allocated),
+                                std::memory_order_relaxed);
+  uint64_t peak = stats_.used_memory_peak.load(std::memory_order_relaxed);
+  while (used > peak && !stats_.used_memory_peak.compare_exchange_weak(peak, used)) {
+  }
+  return f;
 }
 
 void Server::cron() {
@@ -198,7 +224,7 @@ void Server::run() {
                 " scheduling shutdown");
     stop();
   });
-  refresh_memory();
+  stats_.used_memory_startup.store(refresh_memory().used(), std::memory_order_relaxed);
   cron();
   main_io_.run();
   // Stopping: close every client, let the workers finish, join them.

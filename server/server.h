@@ -21,6 +21,8 @@
 #include "server/config.h"
 #include "server/slowlog.h"
 #include "tiering/keyspace.h"
+#include "tiering/memory_tier.h"
+#include "tiering/value.h"
 
 namespace server {
 
@@ -49,8 +51,13 @@ struct Worker {
 struct ServerStats {
   std::atomic<uint64_t> connections_received{0};  ///< total_connections_received
   std::atomic<uint64_t> connections_rejected{0};  ///< rejected_connections
-  std::atomic<uint64_t> used_memory{0};           ///< refreshed by the cron, bytes
+  std::atomic<uint64_t> used_memory{0};           ///< heap + value blocks, bytes (cron, INFO)
   std::atomic<uint64_t> used_memory_peak{0};
+  /// used_memory less the region's page-rounded (large) value blocks, as of the same refresh:
+  /// the maxmemory check adds the live figure of those (Server::used_memory_now).
+  std::atomic<uint64_t> used_memory_base{0};
+  std::atomic<uint64_t> used_memory_startup{0};   ///< used_memory when run() began
+  std::atomic<uint64_t> value_alloc_failures{0};  ///< values the region could not fit
   std::atomic<uint64_t> reserved_bulk_bytes{0};   ///< large bulks allocated, not yet complete
   std::atomic<uint64_t> ops_per_sec{0};           ///< instantaneous_ops_per_sec
 };
@@ -77,6 +84,24 @@ class Server {
   ServerStats& stats() { return stats_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
+  /// Allocates a value of `size` bytes in use and room for `capacity` in the memory region.
+  /// Null when the region cannot fit it. Every value the server creates comes from here, so
+  /// this is the one place where a full region is handled (and where eviction makes room).
+  /// Thread-safe.
+  tiering::ValueRef allocate_value(size_t size, size_t capacity = 0);
+
+  /// Used memory as the maxmemory check counts it, in bytes: the process heap (keys, tables,
+  /// client buffers) plus the value blocks in the region, less large bulks still being
+  /// received. Large value blocks are counted exactly; the heap and small value blocks as of
+  /// the last refresh (cron, 1/hz s). Cheap: a few atomic loads. Thread-safe.
+  uint64_t used_memory_now() const;
+  /// The bound of the maxmemory check, in bytes: `maxmemory`, or the region's capacity when
+  /// maxmemory is 0. Thread-safe.
+  uint64_t memory_limit() const;
+  /// Measures memory now (a few microseconds: mallctl), updates used_memory, its peak and
+  /// the maxmemory check's figures, and returns the figures. Thread-safe.
+  tiering::MemoryFigures refresh_memory();
+
   /// Sum of a counter over the workers.
   uint64_t sum(std::atomic<uint64_t> WorkerStats::*counter) const;
   /// Zeroes the resettable counters (CONFIG RESETSTAT).
@@ -90,7 +115,6 @@ class Server {
   void accept_tcp();
   void accept_unix();
   void cron();
-  void refresh_memory();
 
   Config& config_;
   tiering::Keyspace keyspace_;

@@ -29,7 +29,7 @@ struct SetOptions {
 void set_generic(CommandContext& ctx, std::string_view key, ValueRef value,
                  const SetOptions& o) {
   Shard& shard = ctx.ks.shard_of(key);
-  ValueRef old;
+  ValueRef old, replaced;  // released after the shard lock
   bool done = false;
   {
     std::lock_guard lock(shard.mu);
@@ -41,7 +41,7 @@ void set_generic(CommandContext& ctx, std::string_view key, ValueRef value,
       int64_t expire = 0;
       if (o.expire.kind == ExpireOption::kAt) expire = o.expire.at_ms;
       else if (o.expire.kind == ExpireOption::kKeep && item) expire = item->second.expire_ms;
-      shard.upsert(key, std::move(value), expire, ctx.now_ms);
+      shard.upsert(key, std::move(value), expire, ctx.now_ms, &replaced);
       done = true;
     }
   }
@@ -204,12 +204,11 @@ void cmd_getrange(CommandContext& ctx) {
 // Makes `item`'s value writable with room for `size` bytes: in place when this is the only
 // reference and capacity allows, else a copy into a new buffer grown like Redis's sds
 // (double below 1 MiB, then +1 MiB).
-ValueRef& writable(Shard::Item* item, size_t size) {
+ValueRef& writable(CommandContext& ctx, Shard::Item* item, size_t size) {
   ValueRef& v = item->second.value;
   if (v.use_count() != 1 || v->capacity() < size) {
     size_t cap = size < (1u << 20) ? size * 2 : size + (1u << 20);
-    ValueRef grown = tiering::ValueBuffer::allocate(v->size(), cap);
-    if (!grown) throw std::bad_alloc();
+    ValueRef grown = new_value(ctx, v->size(), cap);
     std::memcpy(grown->data(), v->data(), v->size());
     v = std::move(grown);
   }
@@ -228,7 +227,7 @@ void cmd_append(CommandContext& ctx) {
   }
   size_t old = item->second.value->size(), total = old + extra.size();
   if (static_cast<int64_t>(total) > max_string(ctx)) return ctx.out.error(err::kStringTooLong);
-  ValueRef& v = writable(item, total);
+  ValueRef& v = writable(ctx, item, total);
   std::memcpy(v->data() + old, extra.data(), extra.size());
   v->resize(total);
   ctx.out.integer(static_cast<int64_t>(total));
@@ -247,8 +246,9 @@ void cmd_setrange(CommandContext& ctx) {
   if (*offset + static_cast<int64_t>(part.size()) > max_string(ctx))
     return ctx.out.error(err::kStringTooLong);
   size_t end = static_cast<size_t>(*offset) + part.size(), total = std::max(old, end);
-  if (item == nullptr) item = shard.upsert(key, make_value(""), 0, ctx.now_ms);
-  ValueRef& v = writable(item, total);
+  if (item == nullptr)  // allocated before the key exists: on OOM nothing is created
+    item = shard.upsert(key, new_value(ctx, 0, total), 0, ctx.now_ms);
+  ValueRef& v = writable(ctx, item, total);
   if (static_cast<size_t>(*offset) > old) std::memset(v->data() + old, 0, *offset - old);
   std::memcpy(v->data() + *offset, part.data(), part.size());
   v->resize(total);
@@ -272,7 +272,7 @@ void incr_generic(CommandContext& ctx, int64_t delta) {
       (delta > 0 && cur > 0 && delta > INT64_MAX - cur))
     return ctx.out.error(err::kOverflow);
   const int64_t next = cur + delta;
-  ValueRef value = make_value(std::to_string(next));
+  ValueRef value = make_value(ctx, std::to_string(next));
   if (item) item->second.value = std::move(value);  // INCR keeps the TTL
   else shard.upsert(key, std::move(value), 0, ctx.now_ms);
   ctx.out.integer(next);
@@ -308,7 +308,7 @@ void cmd_incrbyfloat(CommandContext& ctx) {
   long double next = cur + *incr;
   if (std::isnan(next) || std::isinf(next)) return ctx.out.error(err::kNanOrInf);
   std::string text = format_long_double(next);
-  ValueRef value = make_value(text);
+  ValueRef value = make_value(ctx, text);
   if (item) item->second.value = std::move(value);
   else shard.upsert(key, std::move(value), 0, ctx.now_ms);
   ctx.out.bulk(text);

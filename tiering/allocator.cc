@@ -41,6 +41,20 @@ size_t allocator_allocated() {
 #endif
 }
 
+AllocatorStats allocator_stats() {
+  AllocatorStats s;
+  s.allocated = allocator_allocated();  // refreshes jemalloc's epoch
+#ifdef STRATAKV_JEMALLOC
+  size_t v = 0, sz = sizeof(v);
+  s.active = mallctl("stats.active", &v, &sz, nullptr, 0) == 0 ? v : s.allocated;
+  sz = sizeof(v);
+  s.resident = mallctl("stats.resident", &v, &sz, nullptr, 0) == 0 ? v : s.active;
+#else
+  s.active = s.resident = s.allocated;
+#endif
+  return s;
+}
+
 size_t process_rss() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;

@@ -17,6 +17,13 @@ namespace tiering {
 /// Bytes allocated by the application (jemalloc stats.allocated, or glibc's mallinfo2). Costs
 /// a few microseconds: call from a cron, not per request. Thread-safe.
 size_t allocator_allocated();
+/// The process allocator's figures in bytes: allocated (as allocator_allocated()), active
+/// (pages holding allocations) and resident (pages it keeps resident). Without jemalloc,
+/// active and resident are the allocated figure. Same cost as allocator_allocated().
+struct AllocatorStats {
+  size_t allocated = 0, active = 0, resident = 0;
+};
+AllocatorStats allocator_stats();
 /// Resident set size of the process in bytes (/proc/self/statm). Thread-safe.
 size_t process_rss();
 /// "jemalloc-5.3.0" or "libc", as INFO's mem_allocator.

@@ -48,9 +48,12 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
   return item;
 }
 
-Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now) {
+Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
+                           ValueRef* replaced) {
   Item* item = map_.try_emplace(key).first;
-  item->second.value = std::move(value);
+  ValueRef& slot = item->second.value;
+  if (replaced != nullptr) *replaced = std::move(slot);  // else released by the assignment
+  slot = std::move(value);
   item->second.access_s = now_s(now);
   set_expire(item, expire_ms);
   return item;

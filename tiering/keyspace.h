@@ -72,8 +72,11 @@ class Shard {
   /// find() for a read that counts a hit or miss but leaves access stats alone (Redis's
   /// LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).
   Item* peek(std::string_view key, int64_t now);
-  /// Sets `key` to `value` with deadline `expire_ms` (0 = none), inserting or replacing.
-  Item* upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now);
+  /// Sets `key` to `value` with deadline `expire_ms` (0 = none), inserting or replacing. With
+  /// `replaced`, the old value (null if none) is moved there instead of released here, so the
+  /// caller can release it after the shard lock (freeing a block takes the region's lock).
+  Item* upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
+               ValueRef* replaced = nullptr);
   /// Changes the deadline of a present key (0 = persist).
   void set_expire(Item* item, int64_t expire_ms);
   /// Removes a present key.

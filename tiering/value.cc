@@ -1,32 +1,37 @@
 #include "tiering/value.h"
 
-#include <malloc.h>
-
-#include <cstdlib>
 #include <cstring>
+#include <new>
+
+#include "tiering/memory_tier.h"
 
 namespace tiering {
 
-std::atomic<size_t> ValueBuffer::total_allocated_{0};
-
-std::shared_ptr<ValueBuffer> ValueBuffer::allocate(size_t size, size_t capacity) {
-  if (capacity < size) capacity = size;
-  char* data = static_cast<char*>(std::malloc(capacity ? capacity : 1));
-  if (data == nullptr) return nullptr;
-  size_t allocated = malloc_usable_size(data);
-  total_allocated_.fetch_add(allocated, std::memory_order_relaxed);
-  return std::make_shared<ValueBuffer>(Private{}, data, size, allocated, allocated);
+size_t Value::allocated() const {
+  return MemoryTier::region().usable_size(const_cast<Value*>(this));
 }
 
-std::shared_ptr<ValueBuffer> ValueBuffer::copy_of(std::string_view bytes) {
-  auto v = allocate(bytes.size());
+size_t Value::capacity() const { return allocated() - kHeaderSize; }
+
+size_t Value::region_offset() const { return MemoryTier::region().offset_of(data()); }
+
+void Value::destroy() noexcept {
+  this->~Value();
+  MemoryTier::region().free(this);
+}
+
+ValueRef ValueRef::allocate(size_t size, size_t capacity) {
+  if (capacity < size) capacity = size;
+  if (capacity > kMaxSize) return {};
+  void* block = MemoryTier::region().allocate(Value::kHeaderSize + capacity);
+  if (block == nullptr) return {};
+  return adopt(new (block) Value(size));
+}
+
+ValueRef ValueRef::copy_of(std::string_view bytes) {
+  ValueRef v = allocate(bytes.size());
   if (v && !bytes.empty()) std::memcpy(v->data(), bytes.data(), bytes.size());
   return v;
-}
-
-ValueBuffer::~ValueBuffer() {
-  total_allocated_.fetch_sub(allocated_, std::memory_order_relaxed);
-  std::free(data_);
 }
 
 }  // namespace tiering

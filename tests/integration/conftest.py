@@ -8,7 +8,8 @@ Fixtures:
   r             redis-py client (bytes replies) on `server`; flushes first.
   raw           factory: raw(srv=None, resp3=False) -> RawConn (closed at teardown).
   start_server  factory: start_server(**config) -> a fresh server with extra
-                config (underscores in names become dashes), stopped at teardown.
+                config (in names "_" becomes "-" and "__" a dot:
+                memory__capacity="64mb"), stopped at teardown.
   target        "stratakv" or "redis".
 """
 

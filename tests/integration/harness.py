@@ -15,7 +15,8 @@ Environment:
 
 Both servers are started as
   <server> --port P --bind 127.0.0.1 [--key value ...]
-with Redis config names. For redis-server we also pass --save "" and
+with Redis config names (keyword arguments: "_" becomes "-", "__" becomes ".", so
+memory__capacity="64mb" is --memory.capacity 64mb). For redis-server we also pass --save "" and
 --appendonly no (no persistence) and --databases 1 (stratakv has a single
 database, so SELECT 1 must fail on both).
 
@@ -90,10 +91,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def config_name(key):
+    """A keyword argument's config name: "__" is a dot, "_" a dash
+    (memory__capacity -> memory.capacity, maxmemory_policy -> maxmemory-policy)."""
+    return key.replace("__", ".").replace("_", "-")
+
+
 def _config_args(config):
     args = []
     for key, value in config.items():
-        key = key.replace("_", "-")
+        key = config_name(key)
         if value is None:
             continue
         args += ["--" + key, str(value)]
@@ -109,7 +116,7 @@ class Server:
         check_binary()
         Server._counter += 1
         self.name = "%s-%d" % (TARGET, Server._counter)
-        self.config = dict((k.replace("_", "-"), v) for k, v in config.items())
+        self.config = dict((config_name(k), v) for k, v in config.items())
         self.password = self.config.get("requirepass") or None
         self.unixsocket = self.config.get("unixsocket")
         self.host = "127.0.0.1"

@@ -1,5 +1,7 @@
-"""maxmemory with the noeviction policy: Redis's OOM error for writes, nothing stored is lost,
-and reservations for large bulks in flight do not count against other clients."""
+"""Memory: maxmemory with the noeviction policy (Redis's OOM error for writes, nothing stored is
+lost, reservations for large bulks in flight do not count against other clients), the memory
+region every value lives in (memory.capacity bounds writes when maxmemory is 0), INFO's region
+figures, MEMORY USAGE and MEMORY STATS."""
 
 import os
 import time
@@ -7,9 +9,12 @@ import time
 import pytest
 import redis
 
-from resp_util import RawConn
+from resp_util import Err, RawConn, Simple
 
 OOM = "command not allowed when used memory > 'maxmemory'."
+MiB = 1024 * 1024
+STRATAKV_ONLY = pytest.mark.skipif(os.environ.get("STRATAKV_TARGET", "stratakv") == "redis",
+                                   reason="stratakv's memory region")
 
 
 def fill_until_oom(client, size, limit_keys):
@@ -62,3 +67,106 @@ def test_reserved_large_bulk_does_not_refuse_other_writes(start_server):
     for i in range(20):
         assert r.set("small:%d" % i, "x" * 1000)
     greedy.close()
+
+
+@STRATAKV_ONLY
+def test_region_capacity_refuses_writes_past_it_and_keeps_data(start_server):
+    srv = start_server(memory__capacity="64mb")
+    r = srv.client()
+    info = r.info("memory")
+    assert info["region_capacity"] == 64 * MiB
+    assert info["maxmemory"] == 0  # 0: the region's capacity is the bound
+    stored = {}
+    error = None
+    for i in range(100):
+        value = os.urandom(MiB)
+        try:
+            r.set("big:%d" % i, value)
+        except redis.exceptions.ResponseError as e:
+            error = str(e)
+            break
+        stored["big:%d" % i] = value
+    assert error is not None, "no OOM after %d MiB in a 64 MiB region" % len(stored)
+    assert OOM in error
+    # Nearly all of the region holds values (a 1 MiB value takes 1 MiB and one page).
+    assert 56 <= len(stored) <= 63, len(stored)
+    info = r.info("memory")
+    assert info["region_allocated"] >= len(stored) * MiB
+    assert info["region_allocated"] <= 64 * MiB
+    assert info["used_memory"] >= info["region_allocated"]
+    # Still refused, on a fresh raw connection too, and the connection stays usable.
+    c = srv.raw()
+    assert c.call("SET", "one-more", b"x" * MiB) == Err("OOM " + OOM)
+    assert c.call("PING") == Simple("PONG")
+    # Nothing stored was lost or torn.
+    for key, value in stored.items():
+        assert r.get(key) == value
+    assert r.exists("one-more") == 0
+    # Freeing values makes room again.
+    victims = list(stored)[:8]
+    assert r.delete(*victims) == 8
+    r.set("after", os.urandom(4 * MiB))
+    assert r.strlen("after") == 4 * MiB
+
+
+@STRATAKV_ONLY
+def test_info_memory_shows_the_region(r):
+    r.set("v", b"x" * 100000)
+    info = r.info("memory")
+    assert info["region_capacity"] == 1024 * MiB  # memory.capacity's default: 1gb
+    assert info["region_capacity_human"] == "1.00G"
+    assert info["region_allocated"] >= 100000
+    assert info["region_active"] >= info["region_allocated"] - 16 * 1024
+    assert info["region_hugepages"] == "no"
+    # used_memory keeps Redis's meaning: everything allocated, heap and value blocks.
+    assert info["used_memory"] >= info["used_memory_heap"] + info["region_allocated"] - 100000
+    assert r.config_get("memory.capacity") == {"memory.capacity": str(1024 * MiB)}
+    assert r.config_get("memory.hugepages") == {"memory.hugepages": "no"}
+    with pytest.raises(redis.exceptions.ResponseError, match="immutable"):
+        r.config_set("memory.capacity", "2gb")
+
+
+def test_memory_stats_shape(r):
+    for i in range(10):
+        r.set("k:%d" % i, b"v" * 1000)
+    r.set("volatile", "x", ex=100)
+    stats = r.memory_stats()  # redis-py: a dict, db.0 a nested dict
+    for name in ("peak.allocated", "total.allocated", "startup.allocated", "replication.backlog",
+                 "clients.slaves", "clients.normal", "aof.buffer", "lua.caches",
+                 "overhead.total", "keys.count", "keys.bytes-per-key", "dataset.bytes",
+                 "allocator.allocated", "allocator.active", "allocator.resident",
+                 "fragmentation", "fragmentation.bytes"):
+        assert name in stats, name
+        float(stats[name])  # integers, and doubles as RESP2 bulk strings
+    assert stats["keys.count"] == 11
+    assert stats["total.allocated"] > 0
+    assert stats["peak.allocated"] >= stats["total.allocated"]
+    assert stats["total.allocated"] >= stats["dataset.bytes"]
+    assert stats["keys.bytes-per-key"] > 0
+    assert isinstance(stats["db.0"], dict)
+    assert "overhead.hashtable.main" in stats["db.0"]
+    assert "overhead.hashtable.expires" in stats["db.0"]
+    assert float(stats["fragmentation"]) > 0
+    if os.environ.get("STRATAKV_TARGET", "stratakv") != "redis":
+        assert stats["region.capacity"] == 1024 * MiB
+        assert stats["region.allocated"] >= 10 * 1000
+        assert stats["total.allocated"] >= stats["region.allocated"]
+    # RESP3: a real map.
+    c = RawConn(r.connection_pool.connection_kwargs["host"],
+                r.connection_pool.connection_kwargs["port"])
+    c.hello3()
+    reply = c.call("MEMORY", "STATS")
+    assert isinstance(reply, dict) and b"keys.count" in reply and isinstance(reply[b"db.0"], dict)
+    c.close()
+
+
+@STRATAKV_ONLY
+def test_memory_usage_counts_the_real_allocation(r):
+    r.set("k100", b"x" * 100)
+    r.set("k1m", b"x" * MiB)
+    small = r.memory_usage("k100")
+    big = r.memory_usage("k1m")
+    # 100 bytes + a 16-byte header: jemalloc's 128-byte class; plus the hash node and its slot.
+    assert 128 + 40 <= small <= 128 + 128, small
+    # 1 MiB + the header: page-rounded, one page more than the payload.
+    assert MiB + 4096 <= big <= MiB + 4096 + 256, big

@@ -35,6 +35,8 @@ TEST_CASE("defaults are Redis's") {
   CHECK(c.str(Key::kBind) == "127.0.0.1");
   CHECK(c.num(Key::kThreads) >= 1);
   CHECK(c.num(Key::kRequirePass) == 0);
+  CHECK(c.num(Key::kMemoryCapacity) == 1ll << 30);
+  CHECK(c.num(Key::kMemoryHugepages) == 0);
 }
 
 TEST_CASE("set validates types, bounds and mutability") {
@@ -99,7 +101,32 @@ TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
   }
   CHECK(c.load_file(path).has_value());
   CHECK(c.load_file("/nonexistent/stratakv.toml").has_value());
+
+  // Dotted keys and [memory] tables both name memory.*; threads = 0 means one per core.
+  {
+    std::ofstream f(path);
+    f << "threads = 0\nmemory.capacity = \"64mb\"\n";
+  }
+  CHECK_FALSE(c.load_file(path).has_value());
+  CHECK(c.num(Key::kThreads) >= 1);
+  CHECK(c.num(Key::kMemoryCapacity) == 64ll << 20);
+  {
+    std::ofstream f(path);
+    f << "[memory]\ncapacity = \"32mb\"\nhugepages = true\n";
+  }
+  CHECK_FALSE(c.load_file(path).has_value());
+  CHECK(c.num(Key::kMemoryCapacity) == 32ll << 20);
+  CHECK(c.num(Key::kMemoryHugepages) == 1);
+  CHECK(c.set("memory.capacity", "1mb", false).has_value());  // below the 2 MiB minimum
+  CHECK(c.set("memory.capacity", "2gb", true).has_value());   // not settable at run time
   std::remove(path.c_str());
+
+  // The shipped config loads as is.
+  Config shipped;
+  const auto err2 = shipped.load_file(STRATAKV_SOURCE_DIR "/conf/stratakv.toml");
+  CHECK_MESSAGE(!err2.has_value(), err2.value_or(""));
+  CHECK(shipped.num(Key::kThreads) >= 1);
+  CHECK(shipped.num(Key::kMemoryCapacity) == 1ll << 30);
 }
 
 TEST_CASE("human_bytes formats like INFO") {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "resp/parser.h"
+#include "test_keepalive.h"
 
 using resp::Parser;
 using Status = resp::Parser::Status;
@@ -65,7 +66,7 @@ struct TestAllocator {
       if (fail) return resp::LargeBulk{};
       std::shared_ptr<char[]> buf(new char[len + 1]);
       given.push_back(buf);
-      return resp::LargeBulk{buf.get(), buf};
+      return resp::LargeBulk{buf.get(), keep(buf)};
     };
   }
 };
@@ -105,7 +106,7 @@ TEST_CASE("parser: pipelined batch, one request per feed") {
     CHECK(n == sizes[i]);
     CHECK(parser.request().args() == want[i]);
     CHECK(parser.request().inline_command() == (i == 2));
-    CHECK(parser.request().owner(0) == nullptr);
+    CHECK(!parser.request().owner(0));
     off += n;
   }
   CHECK(parser.feed(in.data() + off, 0, &st) == 0);
@@ -317,10 +318,12 @@ TEST_CASE("parser: large bulk through allocator, window and commit") {
   CHECK(req[0] == "SET");
   CHECK(req[2] == "0123456789abcdefghij");
   CHECK(req[2].data() == home);  // no copy
-  CHECK(req.owner(0) == nullptr);
-  CHECK(req.owner(1) == nullptr);
-  CHECK(req.owner(2).get() == static_cast<void*>(home));
-  std::shared_ptr<void> adopted = req.owner(2);  // the command layer keeps the value
+  CHECK(!req.owner(0));
+  CHECK(!req.owner(1));
+  REQUIRE(req.owner(2));
+  CHECK(kept<char[]>(req.owner(2)).get() == home);
+  // The command layer takes its own reference to keep the value.
+  std::shared_ptr<char[]> adopted = kept<char[]>(req.owner(2));
   CHECK(alloc.given[0].use_count() == 3);
 
   CHECK(parser.feed(tail.data() + 2, tail.size() - 2, &st) == 6);
@@ -338,10 +341,10 @@ TEST_CASE("parser: large bulk fed whole, small bulks copied, allocator failure f
   REQUIRE(st == Status::kRequest);
   REQUIRE(alloc.given.size() == 1);
   CHECK(parser.request()[0] == "small_7");
-  CHECK(parser.request().owner(0) == nullptr);
+  CHECK(!parser.request().owner(0));
   CHECK(parser.request()[1] == "large_08");
   CHECK(parser.request()[1].data() == alloc.given[0].get());
-  CHECK(parser.request().owner(1) != nullptr);
+  CHECK(parser.request().owner(1));
   CHECK(parser.request()[2].empty());
 
   alloc.fail = true;
@@ -349,7 +352,7 @@ TEST_CASE("parser: large bulk fed whole, small bulks copied, allocator failure f
   CHECK(parser.feed(in2.data(), in2.size(), &st) == in2.size());
   REQUIRE(st == Status::kRequest);
   CHECK(parser.request()[0] == "large_08");
-  CHECK(parser.request().owner(0) == nullptr);
+  CHECK(!parser.request().owner(0));
   CHECK(alloc.given.size() == 1);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "resp/writer.h"
+#include "test_keepalive.h"
 
 using resp::Writer;
 
@@ -119,7 +120,7 @@ TEST_CASE("writer: protocol switch and a composed reply") {
 TEST_CASE("writer: bulk_ref copies small values and drops their keepalive at once") {
   auto value = std::make_shared<std::string>("small value");
   Writer w;
-  w.bulk_ref(*value, value);
+  w.bulk_ref(*value, keep(value));
   CHECK(value.use_count() == 1);
   std::vector<resp::OutBuffer> bufs;
   w.buffers(&bufs);
@@ -136,10 +137,10 @@ TEST_CASE("writer: bulk_ref references large values until clear()") {
 
   Writer w(3);
   w.array(4);
-  w.bulk_ref(*a, a);
+  w.bulk_ref(*a, keep(a));
   w.integer(7);
-  w.bulk_ref(*b, b);
-  w.bulk_ref(*c, c);  // two references back to back
+  w.bulk_ref(*b, keep(b));
+  w.bulk_ref(*c, keep(c));  // two references back to back
   CHECK(a.use_count() == 2);
   CHECK(b.use_count() == 2);
   CHECK(c.use_count() == 2);
@@ -166,7 +167,7 @@ TEST_CASE("writer: bulk_ref references large values until clear()") {
   CHECK(bufs.empty());
 
   // A reference as the very first output: no empty inline buffer before it.
-  w.bulk_ref(*a, a);
+  w.bulk_ref(*a, keep(a));
   w.buffers(&bufs);
   REQUIRE(bufs.size() == 3);
   CHECK(std::string(bufs[0].data, bufs[0].size) == "$" + a_len + "\r\n");
@@ -174,4 +175,38 @@ TEST_CASE("writer: bulk_ref references large values until clear()") {
   CHECK(a.use_count() == 2);
   w.clear();
   CHECK(a.use_count() == 1);
+}
+
+TEST_CASE("keepalive: releases exactly once, moves without releasing") {
+  static int released = 0;
+  released = 0;
+  int object = 0;
+  auto release = [](void* p) noexcept {
+    CHECK(p != nullptr);
+    ++released;
+  };
+  {
+    resp::Keepalive a(&object, release);
+    CHECK(a.get() == &object);
+    const bool same_release = a.releaser() == static_cast<resp::Keepalive::Release>(release);
+    CHECK(same_release);
+    resp::Keepalive b(std::move(a));
+    CHECK(!a);
+    CHECK(b.get() == &object);
+    resp::Keepalive c;
+    c = std::move(b);
+    CHECK(released == 0);
+    c = resp::Keepalive(&object, release);  // the old reference goes
+    CHECK(released == 1);
+    c.reset();
+    CHECK(released == 2);
+    c.reset();
+    CHECK(released == 2);
+    resp::Keepalive d(&object, release);
+  }
+  CHECK(released == 3);
+  resp::Keepalive empty(nullptr, release);  // holds nothing: never calls release
+  empty.reset();
+  CHECK(released == 3);
+  CHECK(sizeof(resp::Keepalive) == 2 * sizeof(void*));
 }

@@ -1,0 +1,186 @@
+// server/command_docs.cc - the COMMAND INFO and COMMAND DOCS replies (declared in info.h), built
+// from the one command table in the shapes of Redis 7.0's server.c addReplyCommandInfo /
+// addReplyCommandDocs.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/info.h"
+
+namespace server {
+
+namespace {
+
+// Redis's ACL categories, in the order COMMAND INFO lists them (acl.c ACLCommandCategories).
+enum Category : uint32_t {
+  kCatKeyspace = 1 << 0, kCatRead = 1 << 1, kCatWrite = 1 << 2, kCatString = 1 << 3,
+  kCatAdmin = 1 << 4, kCatFast = 1 << 5, kCatSlow = 1 << 6, kCatDangerous = 1 << 7,
+  kCatConnection = 1 << 8,
+};
+constexpr std::string_view kCategoryNames[] = {"@keyspace", "@read", "@write", "@string",
+                                               "@admin", "@fast", "@slow", "@dangerous",
+                                               "@connection"};
+
+// Categories Redis declares per command (src/commands/*.json) that its flags do not imply.
+uint32_t declared_categories(const CommandSpec& spec) {
+  struct Extra {
+    std::string_view name;
+    uint32_t cats;
+  };
+  static constexpr Extra kExtras[] = {
+      {"dbsize", kCatKeyspace}, {"flushdb", kCatKeyspace | kCatDangerous},
+      {"flushall", kCatKeyspace | kCatDangerous}, {"keys", kCatDangerous},
+      {"info", kCatDangerous}, {"lastsave", kCatAdmin | kCatDangerous},
+      {"command", kCatConnection},
+  };
+  uint32_t cats = 0;
+  if (spec.subcommands.empty()) {  // a container has none of its group's categories
+    if (spec.group == "string") cats |= kCatString;
+    else if (spec.group == "generic") cats |= kCatKeyspace;
+    else if (spec.group == "connection") cats |= kCatConnection;
+  }
+  std::string_view base = std::string_view(spec.full_name).substr(0, spec.full_name.find('|'));
+  for (const auto& e : kExtras)
+    if (e.name == base) cats |= e.cats;
+  return cats;
+}
+
+}  // namespace
+
+std::vector<std::string_view> acl_categories(const CommandSpec& spec) {
+  uint32_t cats = declared_categories(spec);
+  if (spec.flags & kWrite) cats |= kCatWrite;
+  if (spec.flags & kReadonly) cats |= kCatRead;
+  if (spec.flags & kAdmin) cats |= kCatAdmin | kCatDangerous;
+  if (spec.flags & kFast) cats |= kCatFast;
+  if (!(cats & kCatFast)) cats |= kCatSlow;  // "not @fast is @slow in this binary world"
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < std::size(kCategoryNames); ++i)
+    if (cats & (1u << i)) out.push_back(kCategoryNames[i]);
+  return out;
+}
+
+std::vector<std::string_view> key_spec_flags(const CommandSpec& spec) {
+  // Redis's flags where they differ from the default for the command's flags (for commands
+  // with two key specs, such as RENAME, those of the first).
+  static const std::unordered_map<std::string_view, std::vector<std::string_view>> kSpecial = {
+      {"set", {"RW", "access", "update", "variable_flags"}},
+      {"setnx", {"OW", "insert"}}, {"msetnx", {"OW", "insert"}},
+      {"setex", {"OW", "update"}}, {"psetex", {"OW", "update"}}, {"mset", {"OW", "update"}},
+      {"restore", {"OW", "update"}}, {"getset", {"RW", "access", "update"}},
+      {"getex", {"RW", "access", "update"}}, {"incr", {"RW", "access", "update"}},
+      {"decr", {"RW", "access", "update"}}, {"incrby", {"RW", "access", "update"}},
+      {"decrby", {"RW", "access", "update"}}, {"incrbyfloat", {"RW", "access", "update"}},
+      {"getdel", {"RW", "access", "delete"}}, {"rename", {"RW", "access", "delete"}},
+      {"renamenx", {"RW", "access", "delete"}}, {"append", {"RW", "insert"}},
+      {"del", {"RM", "delete"}}, {"unlink", {"RM", "delete"}}, {"strlen", {"RO"}},
+      {"exists", {"RO"}}, {"touch", {"RO"}}, {"type", {"RO"}}, {"copy", {"RO", "access"}},
+      {"memory|usage", {"RO"}}, {"object|encoding", {"RO"}}, {"object|freq", {"RO"}},
+      {"object|idletime", {"RO"}}, {"object|refcount", {"RO"}},
+  };
+  if (auto it = kSpecial.find(spec.full_name); it != kSpecial.end()) return it->second;
+  if (spec.flags & kReadonly) return {"RO", "access"};
+  if (spec.flags & kWrite) return {"RW", "update"};
+  return {"RO"};
+}
+
+const CommandSpec* lookup_full_name(const CommandTable& table, std::string_view name) {
+  const size_t bar = name.find('|');
+  const CommandSpec* spec = table.find(name.substr(0, bar));
+  if (spec == nullptr || bar == std::string_view::npos) return spec;
+  std::string_view sub = name.substr(bar + 1);
+  if (sub.find('|') != std::string_view::npos) return nullptr;
+  return CommandTable::find_sub(*spec, sub);
+}
+
+namespace {
+
+void reply_flags(resp::Writer& out, uint32_t flags) {
+  // Redis's order (server.c addReplyCommandFlags).
+  static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
+      {kWrite, "write"}, {kReadonly, "readonly"}, {kDenyOom, "denyoom"},
+      {kAdmin, "admin"}, {kNoScript, "noscript"}, {kLoading, "loading"},
+      {kStale, "stale"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
+      {kAllowBusy, "allow_busy"},
+  };
+  size_t n = 0;
+  for (const auto& [bit, name] : kNames) n += (flags & bit) ? 1 : 0;
+  out.set(n);
+  for (const auto& [bit, name] : kNames)
+    if (flags & bit) out.simple(name);
+}
+
+// The one key spec equivalent to (first, last, step): begin at index `first`, then a range.
+void reply_key_specs(resp::Writer& out, const CommandSpec& spec) {
+  if (spec.first_key <= 0) return out.set(0);
+  auto type = [&](std::string_view t, size_t spec_fields) {
+    out.map(2);
+    out.bulk("type");
+    out.bulk(t);
+    out.bulk("spec");
+    out.map(spec_fields);
+  };
+  auto num = [&](std::string_view name, int64_t v) {
+    out.bulk(name);
+    out.integer(v);
+  };
+  out.set(1);
+  out.map(3);
+  out.bulk("flags");
+  auto flags = key_spec_flags(spec);
+  out.set(flags.size());
+  for (auto f : flags) out.simple(f);
+  out.bulk("begin_search");
+  type("index", 1);
+  num("index", spec.first_key);
+  out.bulk("find_keys");
+  type("range", 3);
+  num("lastkey", spec.last_key < 0 ? spec.last_key : spec.last_key - spec.first_key);
+  num("keystep", spec.key_step > 0 ? spec.key_step : 1);
+  num("limit", 0);
+}
+
+}  // namespace
+
+void reply_command_info(resp::Writer& out, const CommandSpec* spec) {
+  if (spec == nullptr) return out.null();
+  out.array(10);
+  out.bulk(spec->full_name);
+  out.integer(spec->arity);
+  reply_flags(out, spec->flags);
+  out.integer(spec->first_key);
+  out.integer(spec->last_key);
+  out.integer(spec->key_step);
+  auto cats = acl_categories(*spec);
+  out.set(cats.size());
+  for (auto c : cats) out.simple(c);
+  out.set(0);  // tips
+  reply_key_specs(out, *spec);
+  if (spec->subcommands.empty()) return out.set(0);  // as Redis: an empty set, else an array
+  out.array(spec->subcommands.size());
+  for (const auto& sub : spec->subcommands) reply_command_info(out, &sub);
+}
+
+void reply_command_docs(resp::Writer& out, const CommandSpec& spec) {
+  const std::pair<std::string_view, const std::string*> fields[] = {
+      {"summary", &spec.summary}, {"since", &spec.since},
+      {"group", &spec.group}, {"complexity", &spec.complexity}};
+  size_t n = spec.subcommands.empty() ? 0 : 1;
+  for (const auto& [name, value] : fields) n += value->empty() ? 0 : 1;
+  out.map(n);
+  for (const auto& [name, value] : fields) {
+    if (value->empty()) continue;
+    out.bulk(name);
+    out.bulk(*value);
+  }
+  if (spec.subcommands.empty()) return;
+  out.bulk("subcommands");
+  out.map(spec.subcommands.size());
+  for (const auto& sub : spec.subcommands) {
+    out.bulk(sub.full_name);
+    reply_command_docs(out, sub);
+  }
+}
+
+}  // namespace server
