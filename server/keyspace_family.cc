@@ -105,8 +105,9 @@ void rename_generic(CommandContext& ctx, bool nx) {
   Entry moved = item->second;  // the value keeps its TTL and access stats
   from.erase(item);
   Shard::Item* at = to.upsert(dst, std::move(moved.value), moved.expire_ms, ctx.now_ms);
-  at->second.access_s = moved.access_s;
+  at->second.access = moved.access;
   at->second.lfu = moved.lfu;
+  at->second.lfu_minutes = moved.lfu_minutes;
   if (nx) ctx.out.integer(1);
   else ctx.out.ok();
 }
@@ -334,14 +335,14 @@ void cmd_object_encoding(CommandContext& ctx) {
 void cmd_object_freq(CommandContext& ctx) {
   with_object(ctx, [&](const Entry& e) {
     if (!lfu_policy(ctx)) return ctx.out.error(err::kLfuNotSelected);
-    ctx.out.integer(e.lfu);
+    ctx.out.integer(tiering::lfu_decay(e.lfu, e.lfu_minutes, ctx.now_ms, 1));
   });
 }
 
 void cmd_object_idletime(CommandContext& ctx) {
   with_object(ctx, [&](const Entry& e) {
     if (lfu_policy(ctx)) return ctx.out.error(kLfuSelected);
-    ctx.out.integer(std::max<int64_t>(ctx.now_ms / 1000 - int64_t{e.access_s}, 0));
+    ctx.out.integer(static_cast<int64_t>(tiering::lru_idle_ms(e.access, ctx.now_ms) / 1000));
   });
 }
 

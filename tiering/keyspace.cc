@@ -15,7 +15,18 @@ int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-static uint32_t now_s(int64_t now) { return static_cast<uint32_t>(now / 1000); }
+// Records an access: the LRU clock, and Redis's LFU update (updateLFU: decay, then a
+// logarithmic increment). A thread-local xorshift draws the increment's random number.
+static void touch(Entry& e, int64_t now) {
+  thread_local uint64_t state = 0x9E3779B97F4A7C15ull ^ reinterpret_cast<uintptr_t>(&state);
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  const double r = static_cast<double>(state >> 11) * 0x1.0p-53;
+  e.access = lru_clock(now);
+  e.lfu = lfu_increment(lfu_decay(e.lfu, e.lfu_minutes, now, 1), kLfuLogFactor, r);
+  e.lfu_minutes = lfu_minutes(now);
+}
 
 // ---- Shard ----
 
@@ -37,7 +48,7 @@ Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
     return nullptr;
   }
   ++hits;
-  item->second.access_s = now_s(now);
+  touch(item->second, now);
   return item;
 }
 
@@ -50,11 +61,12 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
 
 Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
                            ValueRef* replaced) {
-  Item* item = map_.try_emplace(key).first;
+  auto [item, inserted] = map_.try_emplace(key);
   ValueRef& slot = item->second.value;
   if (replaced != nullptr) *replaced = std::move(slot);  // else released by the assignment
   slot = std::move(value);
-  item->second.access_s = now_s(now);
+  if (inserted) item->second.lfu_minutes = lfu_minutes(now);
+  touch(item->second, now);
   set_expire(item, expire_ms);
   return item;
 }

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "tiering/access_stats.h"
 #include "tiering/dict.h"
 #include "tiering/value.h"
 
@@ -41,8 +42,9 @@ int64_t now_ms();
 struct Entry {
   ValueRef value;
   int64_t expire_ms = 0;  ///< absolute deadline in Unix ms; 0 = no expiry
-  uint32_t access_s = 0;  ///< last access, Unix seconds (LRU clock; OBJECT IDLETIME)
-  uint8_t lfu = 5;        ///< logarithmic access counter (Redis's LFU_INIT_VAL is 5)
+  uint32_t access = 0;       ///< last access: lru_clock() (ms; OBJECT IDLETIME, LRU eviction)
+  uint16_t lfu_minutes = 0;  ///< lfu_minutes() when `lfu` was last decayed
+  uint8_t lfu = kLfuInitVal; ///< Redis's logarithmic access counter (OBJECT FREQ, LFU eviction)
 };
 
 /// The hash every table and the shard choice use (XXH3), as a function object.
@@ -93,6 +95,8 @@ class Shard {
 
   size_t size() const { return map_.size(); }
   size_t volatile_size() const { return expiry_.size(); }
+  /// The key with the nearest deadline, or null when no key has one (volatile-ttl eviction).
+  Item* soonest_expiring() const { return expiry_.empty() ? nullptr : expiry_.begin()->second; }
   /// The table, for iteration (`for (const auto& [key, entry] : shard.map())`) and scans.
   const Map& map() const { return map_; }
 

@@ -66,7 +66,7 @@ TEST_CASE("shard: upsert, find, erase") {
   Shard::Item* a = s.upsert("a", val("1"), 0, kNow);
   CHECK(a->first == "a");
   CHECK(str(a) == "1");
-  CHECK(a->second.access_s == kNow / 1000);
+  CHECK(a->second.access == tiering::lru_clock(kNow));
   CHECK(s.upsert("a", val("2"), 0, kNow) == a);  // replace keeps the node
   CHECK(str(s.find("a", kNow)) == "2");
   CHECK(s.size() == 1);
@@ -89,12 +89,12 @@ TEST_CASE("shard: lookup counts hits and touches, peek counts without touching")
   CHECK(s.lookup("nope", kNow) == nullptr);
   CHECK(s.hits == 1);
   CHECK(s.misses == 1);
-  CHECK(s.find("k", kNow)->second.access_s == (kNow + 5000) / 1000);
+  CHECK(s.find("k", kNow)->second.access == tiering::lru_clock(kNow + 5000));
   CHECK(s.peek("k", kNow + 9000) != nullptr);
   CHECK(s.peek("nope", kNow) == nullptr);
   CHECK(s.hits == 2);
   CHECK(s.misses == 2);
-  CHECK(s.find("k", kNow)->second.access_s == (kNow + 5000) / 1000);  // unchanged by peek
+  CHECK(s.find("k", kNow)->second.access == tiering::lru_clock(kNow + 5000));  // peek: unchanged
 }
 
 TEST_CASE("shard: lazy expiry removes a key and counts it") {

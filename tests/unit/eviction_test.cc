@@ -1,0 +1,171 @@
+// Unit tests of tiering::Evictor: each policy picks the victims Redis's would (or better),
+// watermarks, pinned keys, and the background thread.
+#include <doctest.h>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <random>
+#include <thread>
+
+#include "tiering/eviction.h"
+
+using namespace tiering;
+
+namespace {
+
+// Bytes per key: each value's block (header + bytes) is exactly one 1 KiB allocation, so the
+// used-memory function below (keys x kUnit) agrees with what the evictor counts as freed.
+constexpr uint64_t kUnit = 1024;
+
+// Sets key i with access clock `access_ms` and optional deadline.
+void put(Keyspace& ks, const std::string& key, int64_t access_ms, int64_t expire_ms = 0) {
+  Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  Shard::Item* item =
+      s.upsert(key, ValueRef::copy_of(std::string(kUnit - Value::kHeaderSize, 'v')), expire_ms,
+               access_ms);
+  REQUIRE(item->second.value->allocated() == kUnit);
+  item->second.access = lru_clock(access_ms);
+}
+
+bool present(Keyspace& ks, const std::string& key, int64_t now) {
+  Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  return s.find(key, now) != nullptr;
+}
+
+EvictionOptions opts(EvictionPolicy p, uint64_t maxmemory) {
+  EvictionOptions o;
+  o.policy = p;
+  o.maxmemory = maxmemory;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("allkeys-lru on a small keyspace evicts exactly the least recently used keys") {
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 100; ++i) put(ks, "k" + std::to_string(i), now - 100'000 + i * 10);
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 100 * kUnit));
+  CHECK(ev.evict_to(80 * kUnit, now) == 20);
+  for (int i = 0; i < 100; ++i) CHECK(present(ks, "k" + std::to_string(i), now) == (i >= 20));
+  CHECK(ev.evicted_keys() == 20);
+}
+
+TEST_CASE("allkeys-lru on a large keyspace keeps a recently used hot set") {
+  Keyspace ks(64);
+  const int64_t now = 1'000'000'000;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) put(ks, "k" + std::to_string(i), now - 3'600'000 + i);
+  for (int i = 0; i < n; i += 10) put(ks, "k" + std::to_string(i), now);  // hot: every 10th
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  EvictionOptions o = opts(EvictionPolicy::kAllkeysLru, n * kUnit);
+  o.exact_limit = 1000;  // force sampling
+  ev.set_options(o);
+  ev.evict_to(n / 2 * kUnit, now);
+  CHECK(ks.size() == n / 2);
+  int hot_kept = 0;
+  for (int i = 0; i < n; i += 10) hot_kept += present(ks, "k" + std::to_string(i), now);
+  CHECK(hot_kept >= (n / 10) * 95 / 100);  // sampling with a pool keeps >= 95% of the hot set
+}
+
+TEST_CASE("volatile policies only evict keys with a TTL; volatile-ttl takes the nearest first") {
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 50; ++i) put(ks, "p" + std::to_string(i), now - 500'000);  // no TTL, old
+  for (int i = 0; i < 50; ++i) put(ks, "t" + std::to_string(i), now, now + 1'000'000 + i * 1000);
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kVolatileTtl, 100 * kUnit));
+  CHECK(ev.evict_to(90 * kUnit, now) == 10);
+  for (int i = 0; i < 50; ++i) {
+    CHECK(present(ks, "p" + std::to_string(i), now));
+    CHECK(present(ks, "t" + std::to_string(i), now) == (i >= 10));
+  }
+  for (auto p : {EvictionPolicy::kVolatileLru, EvictionPolicy::kVolatileLfu,
+                 EvictionPolicy::kVolatileRandom}) {
+    ev.set_options(opts(p, 100 * kUnit));
+    ev.evict_to(0, now);  // asks for everything: only the 40 keys with a TTL can go
+    CHECK(ks.size() == 50);
+    for (int i = 0; i < 50; ++i) CHECK(present(ks, "p" + std::to_string(i), now));
+    for (int i = 0; i < 40; ++i) put(ks, "t" + std::to_string(i), now, now + 1'000'000);
+  }
+}
+
+TEST_CASE("allkeys-lfu evicts the least frequently used keys") {
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 100; ++i) {
+    std::string key = "k" + std::to_string(i);
+    put(ks, key, now);
+    Shard& s = ks.shard_of(key);
+    std::lock_guard lock(s.mu);
+    Shard::Item* item = s.find(key, now);
+    item->second.lfu = static_cast<uint8_t>(i < 30 ? 1 : 50);
+    item->second.lfu_minutes = lfu_minutes(now);
+  }
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kAllkeysLfu, 100 * kUnit));
+  CHECK(ev.evict_to(70 * kUnit, now) == 30);
+  for (int i = 0; i < 100; ++i) CHECK(present(ks, "k" + std::to_string(i), now) == (i >= 30));
+}
+
+TEST_CASE("LFU counter: logarithmic increment and decay, as Redis") {
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> r(0, 1);
+  uint8_t c = kLfuInitVal;
+  for (int i = 0; i < 100; ++i) c = lfu_increment(c, 10, r(rng));
+  CHECK(c > kLfuInitVal);
+  CHECK(c < 30);  // 100 hits with factor 10 reach only the low tens
+  CHECK(lfu_increment(255, 10, 0.0) == 255);
+  CHECK(lfu_increment(kLfuInitVal, 10, 0.99) == kLfuInitVal + 1);  // p = 1 at the initial value
+  const int64_t now = 10 * 60'000;
+  CHECK(lfu_decay(20, lfu_minutes(now), now, 1) == 20);
+  CHECK(lfu_decay(20, lfu_minutes(now - 5 * 60'000), now, 1) == 15);
+  CHECK(lfu_decay(3, lfu_minutes(now - 5 * 60'000), now, 1) == 0);
+  CHECK(lfu_decay(20, lfu_minutes(now - 5 * 60'000), now, 0) == 20);
+}
+
+TEST_CASE("pinned keys are skipped; noeviction evicts nothing") {
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 20; ++i) put(ks, "k" + std::to_string(i), now - 1000 + i);
+  std::set<std::string> pins = {"k0", "k1", "k2"};
+  Evictor ev(ks, [&] { return ks.size() * kUnit; },
+             [&](Shard&, std::string_view key, int64_t) { return pins.count(std::string(key)) > 0; });
+  ev.set_options(opts(EvictionPolicy::kNoEviction, 20 * kUnit));
+  CHECK(ev.evict_to(0, now) == 0);
+  CHECK_FALSE(ev.make_room(kUnit, true, now));
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 20 * kUnit));
+  CHECK(ev.evict_to(0, now) == 17);
+  for (auto& p : pins) CHECK(present(ks, p, now));
+}
+
+TEST_CASE("make_room evicts until a write fits, and frees at least its size after a failed allocation") {
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 10; ++i) put(ks, "k" + std::to_string(i), now - 1000 + i);
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 10 * kUnit));
+  CHECK(ev.make_room(3 * kUnit, false, now));
+  CHECK(ks.size() == 7);
+  EvictionOptions o = opts(EvictionPolicy::kAllkeysLru, 0);  // no limit, but no room either
+  ev.set_options(o);
+  CHECK(ev.make_room(1, true, now));
+  CHECK(ks.size() == 6);
+}
+
+TEST_CASE("the background thread evicts from the high to the low watermark") {
+  Keyspace ks(16);
+  const int64_t now = now_ms();
+  for (int i = 0; i < 100; ++i) put(ks, "k" + std::to_string(i), now - 100'000 + i);
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 100 * kUnit));  // 100% > 95% high
+  ev.start(10);
+  for (int i = 0; i < 200 && ks.size() > 90; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ev.stop();
+  CHECK(ks.size() == 90);  // down to exactly the low watermark (0.90)
+}

@@ -1,0 +1,261 @@
+#include "tiering/eviction.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tiering {
+namespace {
+
+bool volatile_policy(EvictionPolicy p) {
+  return p == EvictionPolicy::kVolatileLru || p == EvictionPolicy::kVolatileLfu ||
+         p == EvictionPolicy::kVolatileRandom || p == EvictionPolicy::kVolatileTtl;
+}
+
+bool lfu_policy(EvictionPolicy p) {
+  return p == EvictionPolicy::kVolatileLfu || p == EvictionPolicy::kAllkeysLfu;
+}
+
+// How good a victim a key is: higher is better.
+uint64_t score(const Entry& e, const EvictionOptions& o, int64_t now) {
+  if (lfu_policy(o.policy))
+    return 255 - lfu_decay(e.lfu, e.lfu_minutes, now, o.lfu_decay_minutes);
+  return lru_idle_ms(e.access, now);
+}
+
+constexpr size_t kPoolSize = 16;  // Redis's EVPOOL_SIZE
+
+}  // namespace
+
+Evictor::Evictor(Keyspace& ks, std::function<uint64_t()> used,
+                 std::function<bool(Shard&, std::string_view, int64_t)> pinned)
+    : ks_(ks), used_(std::move(used)), pinned_(std::move(pinned)) {}
+
+Evictor::~Evictor() { stop(); }
+
+void Evictor::set_options(const EvictionOptions& o) {
+  std::lock_guard lock(options_mu_);
+  options_ = o;
+}
+
+EvictionOptions Evictor::options() const {
+  std::lock_guard lock(options_mu_);
+  return options_;
+}
+
+size_t Evictor::evict_to(uint64_t target, int64_t now) {
+  const EvictionOptions o = options();
+  if (o.policy == EvictionPolicy::kNoEviction || o.maxmemory == 0) return 0;
+  std::lock_guard lock(evict_mu_);
+  // Measure once, then count what the victims free: allocator figures may lag behind frees.
+  const uint64_t used = used_();
+  if (used <= target) return 0;
+  return evict_bytes(o, used - target, now);
+}
+
+bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
+  const EvictionOptions o = options();
+  if (o.policy == EvictionPolicy::kNoEviction) return false;
+  std::lock_guard lock(evict_mu_);
+  uint64_t need = 0;
+  if (o.maxmemory != 0) {
+    const uint64_t used = used_();
+    if (used + bytes > o.maxmemory) need = used + bytes - o.maxmemory;
+  }
+  if (allocation_failed) need = std::max(need, std::max<uint64_t>(bytes, 1));
+  if (need == 0) return true;
+  uint64_t freed = 0;
+  while (freed < need) {
+    uint64_t got = evict_one(o, now);
+    if (got == 0) return false;
+    freed += got;
+  }
+  return true;
+}
+
+size_t Evictor::evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now) {
+  size_t evicted = 0;
+  uint64_t freed = 0;
+  while (freed < need) {
+    uint64_t got = evict_one(o, now);
+    if (got == 0) break;
+    freed += got;
+    ++evicted;
+  }
+  return evicted;
+}
+
+uint64_t Evictor::evict_one(const EvictionOptions& o, int64_t now) {
+  switch (o.policy) {
+    case EvictionPolicy::kNoEviction:
+      return 0;
+    case EvictionPolicy::kVolatileTtl:
+      return evict_ttl(now);
+    case EvictionPolicy::kAllkeysRandom:
+    case EvictionPolicy::kVolatileRandom:
+      return evict_random(o.policy == EvictionPolicy::kVolatileRandom, now);
+    default:
+      return evict_best(o, now);
+  }
+}
+
+uint64_t Evictor::evict_ttl(int64_t now) {
+  // Exact: the key with the nearest deadline over every shard's expiry index.
+  size_t best_shard = 0;
+  int64_t best_deadline = INT64_MAX;
+  std::string best_key;
+  for (size_t i = 0; i < ks_.shard_count(); ++i) {
+    Shard& shard = ks_.shard(i);
+    std::lock_guard lock(shard.mu);
+    const Shard::Item* item = shard.soonest_expiring();
+    if (item && item->second.expire_ms < best_deadline && !(pinned_ && pinned_(shard, item->key(), now))) {
+      best_deadline = item->second.expire_ms;
+      best_shard = i;
+      best_key = std::string(item->key());
+    }
+  }
+  if (best_deadline == INT64_MAX) return 0;
+  return evict_key(best_shard, best_key, true, now);
+}
+
+uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
+  const size_t n = ks_.shard_count();
+  const size_t start = rng_() % n;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    Shard& shard = ks_.shard(i);
+    std::string key;
+    {
+      std::lock_guard lock(shard.mu);
+      if (shard.size() == 0 || (volatile_only && shard.volatile_size() == 0)) continue;
+      const Shard::Item* item = nullptr;
+      for (int tries = 0; tries < 16 && item == nullptr; ++tries) {
+        const Shard::Item* pick = shard.map().random_node(rng_);
+        if (!volatile_only || pick->second.expire_ms != 0) item = pick;
+      }
+      if (item == nullptr && volatile_only) item = shard.soonest_expiring();
+      if (item == nullptr || (pinned_ && pinned_(shard, item->key(), now))) continue;
+      key = std::string(item->key());
+    }
+    if (uint64_t freed = evict_key(i, key, volatile_only, now)) return freed;
+  }
+  return 0;
+}
+
+uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
+  const bool volatile_only = volatile_policy(o.policy);
+  if (ks_.size() <= o.exact_limit) {
+    // Small keyspace (few large values): the exact best victim over every key.
+    Candidate best{0, 0, {}};
+    bool found = false;
+    for (size_t i = 0; i < ks_.shard_count(); ++i) {
+      Shard& shard = ks_.shard(i);
+      std::lock_guard lock(shard.mu);
+      for (const auto& [key, e] : shard.map()) {
+        if (volatile_only && e.expire_ms == 0) continue;
+        if (pinned_ && pinned_(shard, key, now)) continue;
+        uint64_t s = score(e, o, now);
+        if (!found || s > best.score) {
+          best = {s, i, std::string(key)};
+          found = true;
+        }
+      }
+    }
+    return found ? evict_key(best.shard, best.key, volatile_only, now) : 0;
+  }
+  // Large keyspace: Redis's eviction pool, refilled by sampling each round.
+  for (int round = 0; round < 8; ++round) {
+    fill_pool(o, now);
+    while (!pool_.empty()) {
+      Candidate c = std::move(pool_.front());
+      pool_.erase(pool_.begin());
+      if (uint64_t freed = evict_key(c.shard, c.key, volatile_only, now)) return freed;
+    }
+  }
+  return 0;
+}
+
+void Evictor::fill_pool(const EvictionOptions& o, int64_t now) {
+  const bool volatile_only = volatile_policy(o.policy);
+  const size_t n = ks_.shard_count();
+  for (size_t s = 0; s < o.samples; ++s) {
+    const size_t i = rng_() % n;
+    Shard& shard = ks_.shard(i);
+    std::lock_guard lock(shard.mu);
+    if (shard.size() == 0) continue;
+    const Shard::Item* item = shard.map().random_node(rng_);
+    if (volatile_only && item->second.expire_ms == 0) continue;
+    if (pinned_ && pinned_(shard, item->key(), now)) continue;
+    offer({score(item->second, o, now), i, std::string(item->key())});
+  }
+}
+
+void Evictor::offer(Candidate c) {
+  for (auto& p : pool_) {
+    if (p.shard == c.shard && p.key == c.key) {
+      p.score = c.score;
+      std::sort(pool_.begin(), pool_.end(), [](auto& a, auto& b) { return a.score > b.score; });
+      return;
+    }
+  }
+  auto at = std::find_if(pool_.begin(), pool_.end(), [&](auto& p) { return p.score < c.score; });
+  pool_.insert(at, std::move(c));
+  if (pool_.size() > kPoolSize) pool_.pop_back();
+}
+
+uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only, int64_t now) {
+  ValueRef victim;  // released after the shard lock drops
+  {
+    Shard& shard = ks_.shard(i);
+    std::lock_guard lock(shard.mu);
+    Shard::Item* item = shard.find(key, now);
+    if (item == nullptr || (volatile_only && item->second.expire_ms == 0)) return 0;
+    if (pinned_ && pinned_(shard, key, now)) return 0;
+    victim = std::move(item->second.value);
+    shard.erase(item);
+  }
+  evicted_.fetch_add(1, std::memory_order_relaxed);
+  return victim ? std::max<uint64_t>(victim->allocated(), 1) : 1;
+}
+
+void Evictor::start(int period_ms) {
+  std::lock_guard lock(wake_mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this, period_ms] { run(period_ms); });
+}
+
+void Evictor::stop() {
+  {
+    std::lock_guard lock(wake_mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Evictor::notify() {
+  {
+    std::lock_guard lock(wake_mu_);
+    woken_ = true;
+  }
+  wake_.notify_one();
+}
+
+void Evictor::run(int period_ms) {
+  std::unique_lock lock(wake_mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return stop_ || woken_; });
+    if (stop_) break;
+    woken_ = false;
+    lock.unlock();
+    const EvictionOptions o = options();
+    if (o.policy != EvictionPolicy::kNoEviction && o.maxmemory != 0) {
+      const auto high = static_cast<uint64_t>(o.maxmemory * o.high_watermark);
+      const auto low = static_cast<uint64_t>(o.maxmemory * o.low_watermark);
+      if (used_() > high) evict_to(low, now_ms());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace tiering

@@ -1,0 +1,129 @@
+// tiering/eviction.h - maxmemory eviction: Redis's policies, watermarks, a background evictor.
+//
+// Policies keep Redis's names and meaning (evict.c): allkeys-/volatile- x lru/lfu/random, and
+// volatile-ttl. Eviction runs in the background like Mooncake Store's: when used memory passes
+// the high watermark (0.95 of maxmemory) a thread evicts down to the low watermark (0.90), so
+// foreground writes rarely wait; a write whose allocation fails anyway calls make_room(), which
+// evicts synchronously. Eviction only unlinks keys: a value still being read (a reply being
+// written, a transfer) is freed when its last reference drops, so eviction never waits on a
+// client.
+//
+// Choosing victims (see docs/eviction.md):
+// - LRU: each key's last access is a millisecond clock (Redis: seconds). A keyspace of at most
+//   `exact_limit` keys (a KV cache of large values: thousands of 32 MiB chunks) is scanned
+//   whole, so the victim is the exact least recently used key. A larger one is sampled as Redis
+//   does: random keys feed a pool of the best candidates kept across rounds (evictionPoolAlloc).
+// - LFU: Redis's logarithmic 8-bit counter with decay (lfu_increment / lfu_decay below), chosen
+//   the same way as LRU.
+// - volatile-ttl: exact, from each shard's deadline-ordered expiry index.
+// - random: a random key (volatile-random: a random key with a TTL).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tiering/access_stats.h"
+#include "tiering/keyspace.h"
+
+namespace tiering {
+
+/// Redis's maxmemory-policy values, in the order of its config table.
+enum class EvictionPolicy {
+  kVolatileLru,
+  kVolatileLfu,
+  kVolatileRandom,
+  kVolatileTtl,
+  kAllkeysLru,
+  kAllkeysLfu,
+  kAllkeysRandom,
+  kNoEviction,
+};
+
+struct EvictionOptions {
+  EvictionPolicy policy = EvictionPolicy::kNoEviction;
+  uint64_t maxmemory = 0;        ///< bytes; 0 = no limit (nothing is evicted)
+  double high_watermark = 0.95;  ///< background eviction starts above this share of maxmemory
+  double low_watermark = 0.90;   ///< ... and stops at or below this one
+  size_t samples = 16;           ///< keys sampled per round in large keyspaces
+  size_t exact_limit = 4096;     ///< keyspaces up to this many keys are scanned whole
+  int lfu_decay_minutes = 1;     ///< lfu-decay-time
+};
+
+/// Evicts keys from a Keyspace. Thread-safe.
+class Evictor {
+ public:
+  /// `used` returns the used memory that maxmemory limits, in bytes (called once per eviction
+  /// pass; the evictor then counts the bytes of the values it unlinks).
+  /// `pinned` says whether a key is pinned by a lease and must be skipped (may be empty).
+  Evictor(Keyspace& ks, std::function<uint64_t()> used,
+          std::function<bool(Shard&, std::string_view key, int64_t now)> pinned = {});
+  ~Evictor();
+
+  void set_options(const EvictionOptions& o);
+  EvictionOptions options() const;
+
+  /// Evicts until used memory <= `target` bytes (measured once, then counting the victims'
+  /// bytes) or nothing more is evictable. Returns the number of keys evicted.
+  size_t evict_to(uint64_t target, int64_t now_ms);
+  /// For a write that needs `bytes` more: evicts synchronously until used + bytes <=
+  /// maxmemory, and, when `allocation_failed` (the region had no room even so), until at least
+  /// `bytes` of values were unlinked. False when the policy is noeviction or nothing evictable
+  /// is left.
+  bool make_room(uint64_t bytes, bool allocation_failed, int64_t now_ms);
+
+  /// Starts the background thread (checks every `period_ms`, and at once after notify()).
+  void start(int period_ms = 100);
+  /// Stops and joins the background thread.
+  void stop();
+  /// Wakes the background thread (e.g. after a large write).
+  void notify();
+
+  /// evicted_keys of INFO stats.
+  uint64_t evicted_keys() const { return evicted_.load(std::memory_order_relaxed); }
+  void reset_stats() { evicted_.store(0); }
+
+ private:
+  struct Candidate {
+    uint64_t score;  // higher = better victim
+    size_t shard;
+    std::string key;
+  };
+
+  // Each returns the bytes of the value it unlinked, or 0 when it found no victim.
+  uint64_t evict_one(const EvictionOptions& o, int64_t now);
+  // Evicts until the victims' values add up to `need` bytes; returns keys evicted.
+  size_t evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now);
+  uint64_t evict_ttl(int64_t now);
+  uint64_t evict_random(bool volatile_only, int64_t now);
+  uint64_t evict_best(const EvictionOptions& o, int64_t now);
+  void fill_pool(const EvictionOptions& o, int64_t now);
+  void offer(Candidate c);
+  uint64_t evict_key(size_t shard, const std::string& key, bool volatile_only, int64_t now);
+  void run(int period_ms);
+
+  Keyspace& ks_;
+  std::function<uint64_t()> used_;
+  std::function<bool(Shard&, std::string_view, int64_t)> pinned_;
+
+  mutable std::mutex options_mu_;
+  EvictionOptions options_;
+
+  std::mutex evict_mu_;  // one evictor at a time: the pool and rng are shared
+  std::vector<Candidate> pool_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::atomic<uint64_t> evicted_{0};
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stop_ = false, woken_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tiering
