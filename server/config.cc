@@ -41,7 +41,7 @@ const std::vector<Spec>& specs() {
       {Key::kClientQueryBufferLimit, "client-query-buffer-limit", Type::kSize, "1gb", true,
        1024 * 1024},
       {Key::kMaxMemory, "maxmemory", Type::kSize, "0", true},
-      {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "noeviction", true, 0, 0,
+      {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "allkeys-lru", true, 0, 0,
        {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
         "allkeys-lfu", "allkeys-random", "noeviction"}},
       // The memory region every value lives in (tiering/memory_tier.h): reserved at start-up,

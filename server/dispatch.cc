@@ -61,7 +61,8 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
     // region's capacity when maxmemory is 0. Buffers reserved for large bulks still in flight
     // do not count: a client that sends a header and no bytes must not push other clients'
     // writes out.
-    if (server_.used_memory_now() > server_.memory_limit()) {
+    if (server_.used_memory_now() > server_.memory_limit() &&
+        !server_.make_room_for_write(now_ms)) {
       WorkerStats::bump(stats.rejected);
       writer_.error(err::kOom);
       return;

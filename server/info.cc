@@ -202,7 +202,8 @@ void section_stats(Server& srv, int64_t, std::string* s) {
   field(s, "rejected_connections", stats.connections_rejected.load());
   constants(s, {{"sync_full", "0"}, {"sync_partial_ok", "0"}, {"sync_partial_err", "0"}});
   field(s, "expired_keys", ks.expired);
-  constants(s, {{"evicted_keys", "0"}, {"evicted_clients", "0"}});
+  field(s, "evicted_keys", srv.evictor().evicted_keys());
+  constants(s, {{"evicted_clients", "0"}});
   field(s, "keyspace_hits", ks.hits);
   field(s, "keyspace_misses", ks.misses);
   constants(s, {{"pubsub_channels", "0"}, {"pubsub_patterns", "0"}, {"latest_fork_usec", "0"},

@@ -43,11 +43,17 @@ bool is_loopback(const asio::ip::address& a) {
 
 Server::Server(Config& config)
     : config_(config),
+      // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
+      evictor_(keyspace_, [this] {
+        refresh_memory();
+        return used_memory_now();
+      }),
       cron_timer_(main_io_),
       signals_(main_io_, SIGINT, SIGTERM),
       start_ms_(tiering::now_ms()),
       run_id_(random_hex(40)) {
   register_all_commands(commands_);
+  sync_eviction_options();
   size_t n = static_cast<size_t>(config_.num(Key::kThreads));
   for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>());
 }
@@ -154,11 +160,24 @@ void Server::accept_unix() {
 
 tiering::ValueRef Server::allocate_value(size_t size, size_t capacity) {
   tiering::ValueRef v = tiering::ValueRef::allocate(size, capacity);
-  if (!v) {
-    // The region is full. Eviction hooks in here: make room, then retry once.
+  // The region is full: evict per maxmemory-policy until the block fits (a few tries, since
+  // the freed extents may not be contiguous), else the caller replies OOM.
+  for (int tries = 0; !v && tries < 8; ++tries) {
     stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
+    const size_t need = std::max(size, capacity) + tiering::Value::kHeaderSize;
+    if (!evictor_.make_room(need, true, tiering::now_ms())) break;
+    v = tiering::ValueRef::allocate(size, capacity);
   }
   return v;
+}
+
+bool Server::make_room_for_write(int64_t now_ms) { return evictor_.make_room(0, false, now_ms); }
+
+void Server::sync_eviction_options() {
+  tiering::EvictionOptions o = evictor_.options();
+  o.policy = static_cast<tiering::EvictionPolicy>(config_.num(Key::kMaxMemoryPolicy));
+  o.maxmemory = memory_limit();
+  evictor_.set_options(o);
 }
 
 uint64_t Server::used_memory_now() const {
@@ -196,6 +215,7 @@ void Server::cron() {
     // Finish resizes of idle shards' tables (busy ones advance on every access).
     keyspace_.rehash_step(100);
     refresh_memory();
+    sync_eviction_options();
     // instantaneous_ops_per_sec over the last tick.
     uint64_t ops = sum(&WorkerStats::commands);
     if (last_ops_ms_ != 0 && now > last_ops_ms_ && ops >= last_ops_)
@@ -226,7 +246,9 @@ void Server::run() {
   });
   stats_.used_memory_startup.store(refresh_memory().used(), std::memory_order_relaxed);
   cron();
+  evictor_.start();
   main_io_.run();
+  evictor_.stop();
   // Stopping: close every client, let the workers finish, join them.
   clients_.for_each([](Connection& c) { c.close(); });
   guards.clear();
@@ -271,6 +293,7 @@ void Server::reset_stats() {
   stats_.connections_rejected = 0;
   stats_.used_memory_peak = stats_.used_memory.load();
   keyspace_.reset_stats();
+  evictor_.reset_stats();
 }
 
 }  // namespace server

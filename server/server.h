@@ -20,6 +20,7 @@
 #include "server/command.h"
 #include "server/config.h"
 #include "server/slowlog.h"
+#include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
 #include "tiering/value.h"
@@ -102,6 +103,12 @@ class Server {
   /// the maxmemory check's figures, and returns the figures. Thread-safe.
   tiering::MemoryFigures refresh_memory();
 
+  /// The evictor (maxmemory-policy); its options follow the config at every cron tick.
+  tiering::Evictor& evictor() { return evictor_; }
+  /// For a write command while used memory is past the limit: evicts per maxmemory-policy
+  /// until it fits. False under noeviction or when nothing evictable is left (reply OOM).
+  bool make_room_for_write(int64_t now_ms);
+
   /// Sum of a counter over the workers.
   uint64_t sum(std::atomic<uint64_t> WorkerStats::*counter) const;
   /// Zeroes the resettable counters (CONFIG RESETSTAT).
@@ -115,9 +122,11 @@ class Server {
   void accept_tcp();
   void accept_unix();
   void cron();
+  void sync_eviction_options();
 
   Config& config_;
   tiering::Keyspace keyspace_;
+  tiering::Evictor evictor_;
   CommandTable commands_;
   ClientRegistry clients_;
   Slowlog slowlog_;

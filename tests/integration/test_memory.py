@@ -71,7 +71,7 @@ def test_reserved_large_bulk_does_not_refuse_other_writes(start_server):
 
 @STRATAKV_ONLY
 def test_region_capacity_refuses_writes_past_it_and_keeps_data(start_server):
-    srv = start_server(memory__capacity="64mb")
+    srv = start_server(memory__capacity="64mb", maxmemory_policy="noeviction")
     r = srv.client()
     info = r.info("memory")
     assert info["region_capacity"] == 64 * MiB

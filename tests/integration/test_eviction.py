@@ -1,0 +1,72 @@
+"""Eviction under maxmemory: allkeys-lru keeps a hot set while a stream of cold 1 MiB values
+passes through, used memory stays within maxmemory, and every value read back is byte-exact."""
+
+import os
+
+import pytest
+
+MiB = 1 << 20
+
+STRATAKV_ONLY = pytest.mark.skipif(
+    os.environ.get("STRATAKV_TARGET", "stratakv") == "redis",
+    reason="Redis's sampled LRU with a 1-second clock may evict a hot set read a moment ago")
+
+
+def pattern(tag, i, size=MiB):
+    """A value unique to (tag, i), cheap to rebuild for checking."""
+    unit = ("%s:%08d|" % (tag, i)).encode()
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+@STRATAKV_ONLY
+def test_allkeys_lru_streams_300mb_through_64mb_and_keeps_the_hot_set(start_server):
+    srv = start_server(memory__capacity="128mb", maxmemory="64mb",
+                       maxmemory_policy="allkeys-lru")
+    r = srv.client()
+    hot = ["hot:%d" % i for i in range(8)]
+    for i, k in enumerate(hot):
+        assert r.set(k, pattern("hot", i))
+    max_used = 0
+    for i in range(300):  # 300 MiB through a 64 MiB limit
+        assert r.set("cold:%d" % i, pattern("cold", i))  # never an error
+        if i % 4 == 0:
+            for j, k in enumerate(hot):  # the reader keeps the hot set hot
+                assert r.get(k) == pattern("hot", j), "hot key %s lost or torn" % k
+        if i % 10 == 0:
+            max_used = max(max_used, r.info("memory")["used_memory"])
+    info = r.info()
+    assert info["evicted_keys"] > 200
+    # One value in flight beyond the limit at most (the write that triggers eviction).
+    assert max_used <= 64 * MiB + 2 * MiB, max_used
+    present = 0
+    for i in range(300):
+        v = r.get("cold:%d" % i)
+        if v is not None:
+            assert v == pattern("cold", i)
+            present += 1
+    assert 20 <= present <= 64
+    for j, k in enumerate(hot):
+        assert r.get(k) == pattern("hot", j)
+
+
+@STRATAKV_ONLY
+def test_volatile_ttl_evicts_nearest_deadline_first_and_spares_persistent_keys(start_server):
+    srv = start_server(memory__capacity="64mb", maxmemory="32mb",
+                       maxmemory_policy="volatile-ttl")
+    r = srv.client()
+    for i in range(8):
+        r.set("keep:%d" % i, pattern("keep", i))  # no TTL: never evicted
+    for i in range(40):
+        r.set("ttl:%d" % i, pattern("ttl", i), ex=1000 + i)  # later keys expire later
+    assert r.info()["evicted_keys"] > 0
+    for i in range(8):
+        assert r.get("keep:%d" % i) == pattern("keep", i)
+    alive = [i for i in range(40) if r.exists("ttl:%d" % i)]
+    # The survivors are the ones with the latest deadlines.
+    assert alive == list(range(40 - len(alive), 40))
+
+
+def test_noeviction_policy_name_round_trips(r):
+    assert r.config_set("maxmemory-policy", "volatile-lfu")
+    assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "volatile-lfu"}
+    assert r.config_set("maxmemory-policy", "noeviction")
