@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 
@@ -12,7 +13,7 @@
 namespace server {
 namespace {
 
-enum class Type { kInt, kSize, kBool, kString, kEnum };
+enum class Type { kInt, kSize, kBool, kString, kEnum, kFraction };
 
 struct Spec {
   Key key;
@@ -49,6 +50,10 @@ const std::vector<Spec>& specs() {
       {Key::kMemoryCapacity, "memory.capacity", Type::kSize, "1gb", false, 2 * 1024 * 1024,
        int64_t{1} << 44},
       {Key::kMemoryHugepages, "memory.hugepages", Type::kBool, "no", false},
+      // Background eviction starts above the high and stops at the low watermark, as shares
+      // of maxmemory (Mooncake Store's eviction_high_watermark_ratio; docs/eviction.md).
+      {Key::kEvictionHighWatermark, "eviction.high_watermark", Type::kFraction, "0.95", true},
+      {Key::kEvictionLowWatermark, "eviction.low_watermark", Type::kFraction, "0.90", true},
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},
@@ -87,6 +92,11 @@ std::string format(const Spec& spec, int64_t num, const std::string& str) {
       return num ? "yes" : "no";
     case Type::kEnum:
       return spec.choices[num];
+    case Type::kFraction: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", static_cast<double>(num) / Config::kFractionScale);
+      return buf;
+    }
     case Type::kString:
       return str;
   }
@@ -169,6 +179,15 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
           return all;
         }();
       break;
+    case Type::kFraction: {
+      char* end = nullptr;
+      const std::string text(value);
+      const double d = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(d > 0.0 && d <= 1.0))
+        return "argument must be a number greater than 0 and at most 1";
+      v = static_cast<int64_t>(d * kFractionScale + 0.5);
+      break;
+    }
     case Type::kString: {
       std::lock_guard lock(mu_);
       strs_[i] = std::string(value);

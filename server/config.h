@@ -37,6 +37,8 @@ enum class Key {
   kMaxMemoryPolicy,
   kMemoryCapacity,
   kMemoryHugepages,
+  kEvictionHighWatermark,
+  kEvictionLowWatermark,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
   kHz,
@@ -68,6 +70,10 @@ class Config {
   /// The value of a numeric, size, boolean (0/1) or enum (index) key; for a string key, 1 when
   /// it is non-empty (so `num(Key::kRequirePass)` says whether a password is set).
   int64_t num(Key k) const { return nums_[static_cast<int>(k)].load(std::memory_order_relaxed); }
+  /// The value of a fraction key (eviction watermarks), in [0, 1].
+  double fraction(Key k) const { return static_cast<double>(num(k)) / kFractionScale; }
+  /// Fractions are kept as integers of this many parts per unit.
+  static constexpr int64_t kFractionScale = 1'000'000;
   /// The value of a string key.
   std::string str(Key k) const;
   /// Whether `name` is a known key.

@@ -177,6 +177,8 @@ void Server::sync_eviction_options() {
   tiering::EvictionOptions o = evictor_.options();
   o.policy = static_cast<tiering::EvictionPolicy>(config_.num(Key::kMaxMemoryPolicy));
   o.maxmemory = memory_limit();
+  o.high_watermark = config_.fraction(Key::kEvictionHighWatermark);
+  o.low_watermark = std::min(config_.fraction(Key::kEvictionLowWatermark), o.high_watermark);
   evictor_.set_options(o);
 }
 

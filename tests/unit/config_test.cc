@@ -63,6 +63,20 @@ TEST_CASE("set validates types, bounds and mutability") {
   CHECK(c.str(Key::kRequirePass) == "pw");
 }
 
+TEST_CASE("fractions: eviction watermarks") {
+  Config c;
+  CHECK(c.fraction(Key::kEvictionHighWatermark) == doctest::Approx(0.95));
+  CHECK(c.fraction(Key::kEvictionLowWatermark) == doctest::Approx(0.90));
+  CHECK_FALSE(c.set("eviction.low_watermark", "0.5", true).has_value());
+  CHECK(c.fraction(Key::kEvictionLowWatermark) == doctest::Approx(0.5));
+  CHECK(c.get("eviction.low_watermark")[0].second == "0.5");
+  CHECK(c.set("eviction.low_watermark", "0", true).has_value());
+  CHECK(c.set("eviction.low_watermark", "1.5", true).has_value());
+  CHECK(c.set("eviction.low_watermark", "abc", true).has_value());
+  CHECK(c.set("eviction.low_watermark", "", true).has_value());
+  CHECK(c.fraction(Key::kEvictionLowWatermark) == doctest::Approx(0.5));
+}
+
 TEST_CASE("get matches glob patterns, case-insensitively") {
   Config c;
   auto all = c.get("*");
