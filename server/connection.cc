@@ -35,8 +35,17 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
 Connection::~Connection() = default;
 
 resp::LargeBulk Connection::allocate_bulk(size_t len) {
-  tiering::ValueRef value = server_.allocate_value(len);
-  if (!value) return {};  // the parser copies the bulk; the command then replies -OOM
+  // A header only promises bytes: its buffer must not push other keys out. So the value's
+  // block is taken from the region only while that keeps used memory under the eviction
+  // watermark, and never by evicting; otherwise the parser stages the bulk on the heap and
+  // the command allocates (and evicts, if need be) once the bytes are all here.
+  const tiering::EvictionOptions eviction = server_.evictor().options();
+  const double share = eviction.policy == tiering::EvictionPolicy::kNoEviction
+                           ? 1.0
+                           : eviction.high_watermark;
+  if (server_.used_memory_now() + len > share * server_.memory_limit()) return {};
+  tiering::ValueRef value = server_.allocate_value(len, 0, /*may_evict=*/false);
+  if (!value) return {};
   char* data = value->data();
   return {data, value_keepalive(std::move(value))};
 }

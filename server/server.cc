@@ -158,11 +158,12 @@ void Server::accept_unix() {
   });
 }
 
-tiering::ValueRef Server::allocate_value(size_t size, size_t capacity) {
+tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_evict) {
   tiering::ValueRef v = tiering::ValueRef::allocate(size, capacity);
+  if (!v && !may_evict) stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
   // The region is full: evict per maxmemory-policy until the block fits (a few tries, since
   // the freed extents may not be contiguous), else the caller replies OOM.
-  for (int tries = 0; !v && tries < 8; ++tries) {
+  for (int tries = 0; !v && may_evict && tries < 8; ++tries) {
     stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
     const size_t need = std::max(size, capacity) + tiering::Value::kHeaderSize;
     if (!evictor_.make_room(need, true, tiering::now_ms())) break;

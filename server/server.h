@@ -89,7 +89,8 @@ class Server {
   /// Null when the region cannot fit it. Every value the server creates comes from here, so
   /// this is the one place where a full region is handled (and where eviction makes room).
   /// Thread-safe.
-  tiering::ValueRef allocate_value(size_t size, size_t capacity = 0);
+  /// With `may_evict` false, a full region returns null instead of evicting.
+  tiering::ValueRef allocate_value(size_t size, size_t capacity = 0, bool may_evict = true);
 
   /// Used memory as the maxmemory check counts it, in bytes: the process heap (keys, tables,
   /// client buffers) plus the value blocks in the region, less large bulks still being
