@@ -83,7 +83,7 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
   WorkerStats::bump(stats.commands);
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
   if (threshold >= 0 && us >= threshold)
-    server_.slowlog().maybe_add(threshold, config.num(Key::kSlowlogMaxLen), us, now_ms / 1000,
+    server_.slowlog().add(config.num(Key::kSlowlogMaxLen), us, now_ms / 1000,
                                 req.args(), peer_, name());
 }
 

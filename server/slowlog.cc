@@ -2,10 +2,9 @@
 
 namespace server {
 
-void Slowlog::maybe_add(int64_t threshold_us, size_t max_len, int64_t duration_us, int64_t time_s,
+void Slowlog::add(size_t max_len, int64_t duration_us, int64_t time_s,
                         std::span<const std::string_view> args, const std::string& peer,
                         const std::string& name) {
-  if (threshold_us < 0 || duration_us < threshold_us) return;
   constexpr size_t kMaxArgs = 32, kMaxArgLen = 128;
   SlowlogEntry e{0, time_s, duration_us, {}, peer, name};
   size_t n = std::min(args.size(), kMaxArgs);

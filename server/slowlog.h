@@ -24,8 +24,9 @@ struct SlowlogEntry {
 /// Thread-safe.
 class Slowlog {
  public:
-  /// Records a command if `duration_us` >= `threshold_us` (negative threshold: never).
-  void maybe_add(int64_t threshold_us, size_t max_len, int64_t duration_us, int64_t time_s,
+  /// Records a command that ran `duration_us` (the caller compares with
+  /// slowlog-log-slower-than), keeping at most `max_len` entries.
+  void add(size_t max_len, int64_t duration_us, int64_t time_s,
                  std::span<const std::string_view> args, const std::string& peer,
                  const std::string& name);
   /// The newest `count` entries, newest first (count < 0: all).

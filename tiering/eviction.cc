@@ -49,6 +49,7 @@ size_t Evictor::evict_to(uint64_t target, int64_t now) {
   // Measure once, then count what the victims free: allocator figures may lag behind frees.
   const uint64_t used = used_();
   if (used <= target) return 0;
+  exact_pass_ = ks_.size() <= o.exact_limit;
   return evict_bytes(o, used - target, now);
 }
 
@@ -63,6 +64,7 @@ bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
   }
   if (allocation_failed) need = std::max(need, std::max<uint64_t>(bytes, 1));
   if (need == 0) return true;
+  exact_pass_ = ks_.size() <= o.exact_limit;
   uint64_t freed = 0;
   while (freed < need) {
     uint64_t got = evict_one(o, now);
@@ -143,7 +145,7 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
 
 uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
   const bool volatile_only = volatile_policy(o.policy);
-  if (ks_.size() <= o.exact_limit) {
+  if (exact_pass_) {
     // Small keyspace (few large values): the exact best victim over every key.
     Candidate best{0, 0, {}};
     bool found = false;

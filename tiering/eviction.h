@@ -117,6 +117,7 @@ class Evictor {
 
   std::mutex evict_mu_;  // one evictor at a time: the pool and rng are shared
   std::vector<Candidate> pool_;
+  bool exact_pass_ = false;  // this pass scans every key (set once per pass: size() locks all shards)
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<uint64_t> evicted_{0};
 
