@@ -8,8 +8,10 @@ packages=(
   g++ cmake ninja-build pkg-config
   # libraries
   libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
+  librocksdb-dev libibverbs-dev pybind11-dev python3-dev
   # tests and benchmarks: real Redis tools and clients as peers
-  redis-server redis-tools python3 python3-redis python3-pytest
+  redis-server redis-tools python3 python3-redis python3-pytest python3-numpy python3-torch
+  fio python3-matplotlib
 )
 
 missing=()
