@@ -180,6 +180,10 @@ void Server::sync_eviction_options() {
   o.maxmemory = memory_limit();
   o.high_watermark = config_.fraction(Key::kEvictionHighWatermark);
   o.low_watermark = std::min(config_.fraction(Key::kEvictionLowWatermark), o.high_watermark);
+  o.lfu_decay_minutes = static_cast<int>(config_.num(Key::kLfuDecayTime));
+  tiering::lfu_params.decay_minutes.store(o.lfu_decay_minutes, std::memory_order_relaxed);
+  tiering::lfu_params.log_factor.store(static_cast<int>(config_.num(Key::kLfuLogFactor)),
+                                       std::memory_order_relaxed);
   evictor_.set_options(o);
 }
 
