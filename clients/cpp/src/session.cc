@@ -60,11 +60,36 @@ void Session::check(Reply& r, const char* what) {
   if (!r) fail(std::string(what) + ": " + (c_->err ? c_->errstr : "no reply"));
 }
 
-Reply Session::call(Args& args) {
+// hiredis writes with write(2), which raises SIGPIPE when the server has gone; commands are
+// formatted by hiredis but written here with MSG_NOSIGNAL, and hiredis only reads replies.
+void Session::append(Args& args) {
   if (broken_) fail("connection is broken");
-  Reply r(static_cast<redisReply*>(redisCommandArgv(c_, args.argc(), args.argv(), args.lens())));
-  check(r, "command failed");
+  char* cmd = nullptr;
+  const int len = redisFormatCommandArgv(&cmd, args.argc(), args.argv(), args.lens());
+  if (len <= 0) fail("cannot format a command");
+  out_.append(cmd, static_cast<size_t>(len));
+  redisFreeCommand(cmd);
+}
+
+void Session::flush() {
+  if (out_.empty()) return;
+  iovec v{out_.data(), out_.size()};
+  write_all({&v, 1});
+  out_.clear();
+}
+
+Reply Session::read() {
+  flush();
+  void* out = nullptr;
+  if (redisGetReply(c_, &out) != REDIS_OK) out = nullptr;
+  Reply r(static_cast<redisReply*>(out));
+  check(r, "reading a reply failed");
   return r;
+}
+
+Reply Session::call(Args& args) {
+  append(args);
+  return read();
 }
 
 Reply Session::call_ok(Args& args) {
@@ -73,23 +98,9 @@ Reply Session::call_ok(Args& args) {
   return r;
 }
 
-void Session::append(Args& args) {
-  if (broken_) fail("connection is broken");
-  if (redisAppendCommandArgv(c_, args.argc(), args.argv(), args.lens()) != REDIS_OK)
-    fail(std::string("cannot queue a command: ") + c_->errstr);
-}
-
-Reply Session::read() {
-  void* out = nullptr;
-  if (redisGetReply(c_, &out) != REDIS_OK) out = nullptr;
-  Reply r(static_cast<redisReply*>(out));
-  check(r, "reading a reply failed");
-  return r;
-}
-
 Reply Session::call_with_fd(Args& args, int fd) {
   if (broken_) fail("connection is broken");
-  if (!idle() || sdslen(c_->obuf) != 0) fail("call_with_fd: the connection is not idle");
+  if (!idle() || !out_.empty()) fail("call_with_fd: the connection is not idle");
   char* cmd = nullptr;
   const int len = redisFormatCommandArgv(&cmd, args.argc(), args.argv(), args.lens());
   if (len <= 0) fail("cannot format a command");
@@ -145,7 +156,7 @@ void Session::write_all(std::span<const iovec> iov_in) {
 
 bool Session::idle() const {
   const redisReader* r = c_->reader;
-  return in_pos_ == in_len_ && (r == nullptr || r->pos >= r->len);
+  return out_.empty() && in_pos_ == in_len_ && (r == nullptr || r->pos >= r->len);
 }
 
 size_t Session::fill() {

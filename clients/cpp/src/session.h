@@ -70,7 +70,8 @@ class Session {
   Reply call(Args& args);
   /// Like call(), but throws Error(kServer) with the server's text on an error reply.
   Reply call_ok(Args& args);
-  /// Pipelining: queue commands with append(), then read their replies in order with read().
+  /// Pipelining: queue commands with append(), then read their replies in order with read()
+  /// (the first read() sends what is queued).
   void append(Args& args);
   Reply read();
   /// Sends one command with `fd` attached to its first byte (SCM_RIGHTS) and returns its reply.
@@ -87,7 +88,8 @@ class Session {
   void skip(size_t n);
   /// Reads the "\r\n" ending a bulk string.
   void read_crlf();
-  /// True when no reply bytes are buffered (raw or in hiredis): the stream is between replies.
+  /// True when no reply bytes are buffered (raw or in hiredis) and no command is queued: the
+  /// stream is between replies.
   bool idle() const;
 
   /// Marks the connection unusable and throws Error(kConnection) with `what`.
@@ -105,12 +107,14 @@ class Session {
 
  private:
   void check(Reply& r, const char* what);
-  size_t fill();  // reads more bytes into in_ (at least one); fails on EOF/timeout
+  size_t fill();   // reads more bytes into in_ (at least one); fails on EOF/timeout
+  void flush();    // writes out_
 
   redisContext* c_ = nullptr;
   bool broken_ = false;
   bool unix_ = false;
   std::unique_ptr<Transport> transport_;
+  std::string out_;       // formatted commands not yet written
   std::vector<char> in_;  // raw read buffer: bytes [in_pos_, in_len_) are unread
   size_t in_pos_ = 0, in_len_ = 0;
 };

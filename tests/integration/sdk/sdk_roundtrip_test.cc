@@ -50,7 +50,11 @@ TEST_CASE("put/get from and into registered buffers, 1 B to 64 MiB") {
   stratakv::Buffer dst = kv.alloc_buffer((64 << 20) + 4096);
   CHECK(src.zero_copy() == expect_shm());
   Redis redis;
+  auto moved = [&](const char* field) { return std::stoull("0" + redis.info_field("fastpath", field)); };
+  const uint64_t put0 = moved("kv_put_bytes"), get0 = moved("kv_get_bytes");
+  uint64_t total = 0;
   for (size_t n : kSizes) {
+    total += n;
     CAPTURE(n);
     const std::string k = key("buf:" + std::to_string(n));
     // at an offset inside the buffer, so descriptors carry nonzero offsets
@@ -69,6 +73,10 @@ TEST_CASE("put/get from and into registered buffers, 1 B to 64 MiB") {
       CHECK(same(as_bytes(std::span(g.data(), g.size())), in));
     }
     kv.remove(k);
+  }
+  if (expect_shm()) {  // the payloads really went out of band
+    CHECK(moved("kv_put_bytes") - put0 >= total);
+    CHECK(moved("kv_get_bytes") - get0 >= total);
   }
 }
 
