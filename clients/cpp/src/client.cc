@@ -30,7 +30,7 @@ uint64_t total_of(const Pieces& pieces) {
 
 int64_t integer_reply(Session& s, Reply& r, const char* command) {
   if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(detail::text(r.get())));
-  if (r->type != REDIS_REPLY_INTEGER) s.fail(std::string("protocol error: unexpected reply to ") + command);
+  if (r->type != REDIS_REPLY_INTEGER) s.protocol_fail(std::string("unexpected reply to ") + command);
   return r->integer;
 }
 
@@ -151,7 +151,7 @@ std::vector<bool> Client::batch_exists(std::span<const std::string_view> keys) {
       Reply r = s.read();
       if (r->type == REDIS_REPLY_ERROR && error.empty()) error = detail::text(r.get());
       else if (r->type == REDIS_REPLY_INTEGER) out[i] = r->integer > 0;
-      else if (r->type != REDIS_REPLY_ERROR) s.fail("protocol error: unexpected reply to EXISTS");
+      else if (r->type != REDIS_REPLY_ERROR) s.protocol_fail("unexpected reply to EXISTS");
     }
     if (!error.empty()) throw Error(Error::Kind::kServer, error);
   });

@@ -37,8 +37,14 @@ void ClientCore::start() {
       s->set_transport(make_transport(TransportChoice::kShm, *s, *this));
       choice_ = TransportChoice::kShm;
     } catch (const Error& e) {
-      // The server has no fast path (or refuses it): plain RESP, unless shm was demanded.
-      if (options_.transport == TransportKind::kShm || e.kind() != Error::Kind::kServer) throw;
+      // A server without the fast path (a plain Redis, an older stratakv), or one that cannot
+      // receive descriptors: plain RESP, unless shm was demanded. Other errors (NOAUTH, ...)
+      // are the caller's to see.
+      const std::string_view what = e.what();
+      const bool no_fast_path =
+          e.kind() == Error::Kind::kServer &&
+          (what.starts_with("ERR unknown command") || what.starts_with("ERR KV.REGISTER SHM needs"));
+      if (options_.transport == TransportKind::kShm || !no_fast_path) throw;
     }
   }
   if (choice_ == TransportChoice::kResp) s->set_transport(make_transport(choice_, *s, *this));

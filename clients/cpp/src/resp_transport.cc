@@ -64,7 +64,7 @@ class RespTransport final : public Transport {
       if (line == "+OK") out[i] = {Result::Status::kOk, items[i].total, {}};
       else if (line == "$-1" || line == "_") out[i] = {Result::Status::kMiss, 0, {}};
       else if (line[0] == '-') out[i] = {Result::Status::kError, 0, line.substr(1)};
-      else s_.fail("protocol error: unexpected reply to SET: " + line.substr(0, 64));
+      else s_.protocol_fail("unexpected reply to SET: " + line.substr(0, 64));
     }
   }
 
@@ -93,7 +93,7 @@ class RespTransport final : public Transport {
 
  private:
   void start() {
-    if (!s_.idle()) s_.fail("protocol error: unread reply bytes before a command");
+    if (!s_.idle()) s_.protocol_fail("unread reply bytes before a command");
   }
 
   void send_gets(std::span<const GetItem> items) {
@@ -113,7 +113,7 @@ class RespTransport final : public Transport {
     int64_t n = 0;
     auto [end, ec] = std::from_chars(line.data() + 1, line.data() + line.size(), n);
     if (line[0] != '$' || ec != std::errc{} || end != line.data() + line.size() || n < -1)
-      s_.fail("protocol error: unexpected reply to GET: " + line.substr(0, 64));
+      s_.protocol_fail("unexpected reply to GET: " + line.substr(0, 64));
     return n;
   }
 

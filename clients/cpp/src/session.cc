@@ -56,6 +56,11 @@ void Session::fail(const std::string& what) {
   throw Error(Error::Kind::kConnection, what);
 }
 
+void Session::protocol_fail(const std::string& what) {
+  broken_ = true;
+  throw Error(Error::Kind::kProtocol, "protocol error: " + what);
+}
+
 void Session::check(Reply& r, const char* what) {
   if (!r) fail(std::string(what) + ": " + (c_->err ? c_->errstr : "no reply"));
 }
@@ -188,10 +193,10 @@ std::string Session::read_line() {
     const size_t avail = in_len_ - in_pos_;
     const char* lf = static_cast<const char*>(std::memchr(begin + scanned, '\n', avail - scanned));
     if (lf != nullptr) {
-      if (lf == begin || lf[-1] != '\r') fail("protocol error: a reply line without \\r\\n");
+      if (lf == begin || lf[-1] != '\r') protocol_fail("a reply line without \\r\\n");
       std::string line(begin, lf - 1);
       in_pos_ += static_cast<size_t>(lf + 1 - begin);
-      if (line.empty()) fail("protocol error: an empty reply line");
+      if (line.empty()) protocol_fail("an empty reply line");
       return line;
     }
     scanned = avail;
@@ -228,7 +233,7 @@ void Session::skip(size_t n) {
 void Session::read_crlf() {
   char crlf[2];
   read_exact({reinterpret_cast<std::byte*>(crlf), 2});
-  if (crlf[0] != '\r' || crlf[1] != '\n') fail("protocol error: a bulk string without \\r\\n");
+  if (crlf[0] != '\r' || crlf[1] != '\n') protocol_fail("a bulk string without \\r\\n");
 }
 
 }  // namespace stratakv::detail

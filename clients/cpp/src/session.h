@@ -94,6 +94,9 @@ class Session {
 
   /// Marks the connection unusable and throws Error(kConnection) with `what`.
   [[noreturn]] void fail(const std::string& what);
+  /// Marks the connection unusable and throws Error(kProtocol): a reply the command does not
+  /// promise ("protocol error: " + what).
+  [[noreturn]] void protocol_fail(const std::string& what);
   bool broken() const { return broken_; }
   /// Marks the connection unusable (a reply may be half read) without throwing.
   void mark_broken() { broken_ = true; }

@@ -97,7 +97,7 @@ class ShmTransport final : public Transport {
         std::memcpy(dst.data(), staging_.data(), n);
         return n;
       }
-      if (r->type != REDIS_REPLY_ERROR) s_.fail("protocol error: unexpected reply to KV.GET");
+      if (r->type != REDIS_REPLY_ERROR) s_.protocol_fail("unexpected reply to KV.GET");
       auto size = value_size_in(text(r.get()));
       if (!size) throw Error(Error::Kind::kServer, std::string(text(r.get())));
       if (*size > max_) break;
@@ -203,7 +203,7 @@ class ShmTransport final : public Transport {
       if (e->type == REDIS_REPLY_STATUS) out[i] = {Result::Status::kOk, items[i].total, {}};
       else if (e->type == REDIS_REPLY_NIL) out[i] = {Result::Status::kMiss, 0, {}};
       else if (e->type == REDIS_REPLY_ERROR) out[i] = {Result::Status::kError, 0, std::string(text(e))};
-      else s_.fail("protocol error: unexpected reply to KV.PUT");
+      else s_.protocol_fail("unexpected reply to KV.PUT");
     });
   }
 
@@ -236,7 +236,7 @@ class ShmTransport final : public Transport {
       } else if (e->type == REDIS_REPLY_ERROR) {
         out[i] = {Result::Status::kError, 0, std::string(text(e))};
       } else {
-        s_.fail("protocol error: unexpected reply to KV.GET");
+        s_.protocol_fail("unexpected reply to KV.GET");
       }
     });
   }
@@ -264,7 +264,7 @@ class ShmTransport final : public Transport {
       return;
     }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != round.size())
-      s_.fail("protocol error: a batch reply of the wrong shape");
+      s_.protocol_fail("a batch reply of the wrong shape");
     for (size_t j = 0; j < round.size(); ++j) f(round[j], reply->element[j]);
   }
 
@@ -274,7 +274,7 @@ class ShmTransport final : public Transport {
     Reply r = s_.call_with_fd(a, fd);
     if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(text(r.get())));
     if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0)
-      s_.fail("protocol error: unexpected reply to KV.REGISTER");
+      s_.protocol_fail("unexpected reply to KV.REGISTER");
     return static_cast<uint64_t>(r->integer);
   }
 

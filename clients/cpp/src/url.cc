@@ -1,5 +1,6 @@
 #include "url.h"
 
+#include <cctype>
 #include <charconv>
 
 #include "stratakv/error.h"
@@ -109,6 +110,9 @@ Url parse_url(std::string_view text) {
     if (colon != std::string_view::npos) port = rest.substr(colon + 1);
   }
   if (url.host.empty()) bad(text, "no host");
+  for (char c : url.host)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != ':')
+      bad(text, "bad character in the host");
   if (!port.empty() || rest.ends_with(":")) {
     int p = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);

@@ -179,3 +179,27 @@ TEST_CASE("buffers are unregistered from the server when destroyed") {
   CHECK(segments() == base);
   client().remove(key("seg"));
 }
+
+TEST_CASE("against redis-server: unix:// falls back to RESP, prefix_match to EXISTS") {
+  if (::access("/usr/bin/redis-server", X_OK) != 0) return;
+  ServerProcess redis({}, "/usr/bin/redis-server");
+  stratakv::Client kv(unix_mode() ? redis.unix_url() : redis.tcp_url());
+  CHECK(kv.transport() == "resp");
+  std::string v = pattern((1 << 20) + 3, 9);
+  stratakv::Buffer buf = kv.alloc_buffer(v.size());
+  CHECK_FALSE(buf.zero_copy());
+  CHECK(kv.put("a", v));
+  CHECK(kv.get_into("a", buf.span()) == v.size());
+  CHECK(same(buf.span(), bytes_of(v)));
+  std::vector<std::string_view> chain = {"a", "b"};
+  CHECK(kv.prefix_match(chain) == 1);
+  if (unix_mode()) {
+    try {
+      stratakv::Client shm(redis.unix_url(), {.transport = stratakv::TransportKind::kShm});
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == Error::Kind::kServer);
+      CHECK(std::string(e.what()).rfind("ERR unknown command", 0) == 0);
+    }
+  }
+}

@@ -2,7 +2,8 @@
 // listening on a free 127.0.0.1 port and on a Unix socket in a fresh temporary directory.
 //
 //   STRATAKV_SERVER=PATH   the binary (default build/release/bin/stratakv-server)
-// Extra arguments (Redis config names, e.g. {"--maxmemory", "8mb"}) go to the constructor.
+// Extra arguments (Redis config names, e.g. {"--maxmemory", "8mb"}) go to the constructor;
+// so may another binary (redis-server, found on PATH).
 // The log goes to <tmpdir>/server.log, which is printed to stderr when the server does not
 // exit cleanly on SIGTERM.
 #pragma once
@@ -31,9 +32,10 @@ namespace sdktest {
 
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> extra = {}) {
+  /// `binary` overrides STRATAKV_SERVER (e.g. "redis-server").
+  explicit ServerProcess(std::vector<std::string> extra = {}, std::string binary = "") {
     const char* env = std::getenv("STRATAKV_SERVER");
-    std::string bin = env && *env ? env : "build/release/bin/stratakv-server";
+    std::string bin = !binary.empty() ? binary : env && *env ? env : "build/release/bin/stratakv-server";
     char tmpl[] = "/tmp/stratakv-sdk-XXXXXX";
     if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
