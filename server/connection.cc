@@ -83,14 +83,13 @@ asio::awaitable<std::pair<asio::error_code, size_t>> Connection::read_some(std::
 
 resp::LargeBulk Connection::allocate_bulk(size_t len) {
   // A header only promises bytes: its buffer must not push other keys out. So the value's
-  // block is taken from the region only while that keeps used memory under the eviction
-  // watermark, and never by evicting; otherwise the parser stages the bulk on the heap and
-  // the command allocates (and evicts, if need be) once the bytes are all here.
-  const tiering::EvictionOptions eviction = server_.evictor().options();
-  const double share = eviction.policy == tiering::EvictionPolicy::kNoEviction
-                           ? 1.0
-                           : eviction.high_watermark;
-  if (server_.used_memory_now() + len > share * server_.memory_limit()) return {};
+  // block is taken from the region only while memory, counting every promise in flight,
+  // stays within maxmemory, and never by evicting; otherwise the parser stages the bulk on
+  // the heap (one more copy) and the command allocates (and evicts, if need be) once the
+  // bytes are all here. Under steady eviction, used memory sits between the watermarks, so the
+  // headroom above the high watermark keeps typical values on the one-copy path.
+  const uint64_t promised = server_.stats().reserved_bulk_bytes.load(std::memory_order_relaxed);
+  if (server_.used_memory_now() + promised + len > server_.memory_limit()) return {};
   tiering::ValueRef value = server_.allocate_value(len, 0, /*may_evict=*/false);
   if (!value) return {};
   char* data = value->data();

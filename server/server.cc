@@ -165,7 +165,8 @@ tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_
   // the freed extents may not be contiguous), else the caller replies OOM.
   for (int tries = 0; !v && may_evict && tries < 8; ++tries) {
     stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
-    const size_t need = std::max(size, capacity) + tiering::Value::kHeaderSize;
+    const size_t cap = std::max(size, capacity);
+    const size_t need = cap + tiering::Value::region_overhead(cap);
     if (!evictor_.make_room(need, true, tiering::now_ms())) break;
     v = tiering::ValueRef::allocate(size, capacity);
   }
