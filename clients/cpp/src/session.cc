@@ -40,7 +40,13 @@ Session::Session(const Url& url, const Options& options) : in_(kReadChunk) {
     Args auth{"AUTH"};
     if (!user.empty()) auth.add(user);
     auth.add(password);
-    call_ok(auth);
+    try {
+      call_ok(auth);
+    } catch (...) {  // the destructor does not run for a throwing constructor
+      redisFree(c_);
+      c_ = nullptr;
+      throw;
+    }
   }
 }
 

@@ -4,12 +4,19 @@
 // Implementations:
 //   resp_transport.cc  plain RESP: SET/GET with the payload in the socket (any URL)
 //   shm_transport.cc   same host: KV.PUT/KV.GET naming memfd segments (docs/fast-path.md)
-// The RDMA transport plugs in here: a VerbsTransport would, on construction, exchange queue
-// pairs (KV.CONNECT VERBS), register each zero-copy Buffer with the NIC and the server
-// (KV.REGISTER VERBS addr len rkey) when first used, and send the same KV.PUT/KV.GET/KV.MPUT/
-// KV.MGET descriptors as shm; make_transport() would pick it when both sides have a device,
-// and ClientCore::alloc_buffer would allocate NIC-registrable memory for it
-// (TransportTraits::shared_memory says which kind of memory a transport wants).
+// The RDMA transport plugs in here (not implemented yet). A VerbsTransport would use the
+// rdma/ library's client side (rdma/verbs_transport.h): one rdma::VerbsDevice per ClientCore
+// (probed once; TransportChoice::kVerbs only when it opens and the server's KV.CONNECT VERBS
+// succeeds), one rdma::VerbsEndpoint per connection created with EndpointOptions::remote_access
+// and connected with KV.CONNECT VERBS (the reply is the server's QpAddress); each zero-copy
+// Buffer registered with the device once (VerbsDevice::register_buffer, any memory, so
+// register_buffer() becomes zero copy too) and with the connection on first use
+// (KV.REGISTER VERBS addr len rkey -> segment id, kept like ShmTransport::segs_); then the same
+// KV.PUT/KV.GET/KV.MPUT/KV.MGET descriptors as shm. A transfer error ("ERR RDMA transfer
+// failed: ...") means: reset the endpoint, KV.CONNECT VERBS again, retry once.
+// Wiring: add kVerbs to TransportChoice, traits() (shared_memory = false, but a "registered"
+// flag so alloc_buffer registers with the NIC), make_transport(), and ClientCore::start()'s
+// probe order (verbs, then shm on unix://, then RESP).
 #pragma once
 
 #include <memory>
