@@ -72,14 +72,14 @@ class ShmTransport final : public Transport {
 
   void put(std::span<const PutItem> items, const PutOptions& o, std::span<Result> out) override {
     Resolved r = resolve(items, core_);
-    run_rounds(items, r, out, [&](std::span<const size_t> round) { put_round(items, r, round, o, out); },
+    run_rounds(items, r, [&](std::span<const size_t> round) { put_round(items, r, round, o, out); },
                [&](size_t i) { resp_->put(items.subspan(i, 1), o, out.subspan(i, 1)); },
                [](const PutItem& it) { return it.total == 0; });
   }
 
   void get_into(std::span<const GetItem> items, std::span<Result> out) override {
     Resolved r = resolve(items, core_);
-    run_rounds(items, r, out, [&](std::span<const size_t> round) { get_round(items, r, round, out); },
+    run_rounds(items, r, [&](std::span<const size_t> round) { get_round(items, r, round, out); },
                [&](size_t i) { resp_->get_into(items.subspan(i, 1), out.subspan(i, 1)); },
                [](const GetItem& it) { return it.window == 0; });
   }
@@ -122,11 +122,10 @@ class ShmTransport final : public Transport {
 
  private:
   // Splits the items into rounds whose staged bytes fit the staging buffer; items that must
-  // go over RESP (too big to stage, or empty) go one by one.
+  // go over RESP (too big to stage, or empty) go one by one, in order.
   template <class Item, class Round, class Single, class Empty>
-  void run_rounds(std::span<const Item> items, const Resolved& r, std::span<Result> out,
-                  Round&& round_fn, Single&& single_fn, Empty&& empty) {
-    (void)out;
+  void run_rounds(std::span<const Item> items, const Resolved& r, Round&& round_fn,
+                  Single&& single_fn, Empty&& empty) {
     std::vector<size_t> round;
     uint64_t staged = 0;
     auto flush = [&] {
@@ -136,6 +135,7 @@ class ShmTransport final : public Transport {
     };
     for (size_t i = 0; i < items.size(); ++i) {
       if (empty(items[i]) || r.staged[i] > max_) {
+        flush();  // keeps the items' order (a batch may name one key twice)
         single_fn(i);
         continue;
       }
