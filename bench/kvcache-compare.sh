@@ -26,11 +26,14 @@
 # environment (all optional):
 #   MAXMEMORY      memory of every server (default 1gb; 256mb with --quick)
 #   WS_FACTOR      distinct data / MAXMEMORY (default 4)
-#   VALUE_SIZES    chunk sizes of the conversation runs (default "1m 8m 32m"; "256k 2m" quick)
+#   VALUE_SIZES    chunk sizes of the conversation runs (default "1m 8m 32m"; "256k 2m" quick;
+#                  "none" = no conversation runs)
 #   TRACE          trace file (default <repo>/../shared/traces/synthetic_trace.jsonl; "" = none)
 #   TRACE_REQUESTS requests replayed (default 0 = all: 3,993 requests, 43,924 distinct blocks,
 #                  so 5.4 GiB at 128 KiB; 1000 quick)
 #   TRACE_VALUE    bytes per trace block (default 128k; 64k quick)
+#   TRACE_SPEEDUP  stratakv-bench --speedup of the trace runs (default 0: as fast as possible;
+#                  1 = the recorded timestamps, about 17 minutes for the whole trace)
 #   STREAMS        concurrent request streams (default 4)
 #   THREADS        stratakv --threads (default nproc)
 #   TARGETS        subset of "redis stratakv-resp stratakv-fast"
@@ -74,6 +77,8 @@ else
   TRACE_REQUESTS=${TRACE_REQUESTS:-0}; TRACE_VALUE=${TRACE_VALUE:-128k}
 fi
 WS_FACTOR=${WS_FACTOR:-4}
+TRACE_SPEEDUP=${TRACE_SPEEDUP:-0}
+[[ $VALUE_SIZES == none ]] && VALUE_SIZES=""
 TRACE=${TRACE-$REPO/../shared/traces/synthetic_trace.jsonl}
 STREAMS=${STREAMS:-4}
 THREADS=${THREADS:-$(nproc)}
@@ -217,7 +222,8 @@ if [[ -n $TRACE && -f $TRACE ]]; then
   for target in $TARGETS; do
     limit=()
     (( TRACE_REQUESTS > 0 )) && limit=(--requests "$TRACE_REQUESTS")
-    run_bench "trace" "$target" --trace "$TRACE" "${limit[@]}" --value-size "$tbytes" --sample-secs 0.5
+    run_bench "trace" "$target" --trace "$TRACE" "${limit[@]}" --value-size "$tbytes" --sample-secs 0.5 \
+      --speedup "$TRACE_SPEEDUP"
   done
 elif [[ -n $TRACE ]]; then
   log "trace $TRACE not found: trace runs skipped"
@@ -231,7 +237,7 @@ report() {
   echo "- redis: $REDIS_SERVER ($("$REDIS_SERVER" --version | sed -nE 's/.*v=([0-9.]+).*/\1/p')) --maxmemory $MAXMEMORY --maxmemory-policy allkeys-lru ${REDIS_ARGS:-}"
   echo "- stratakv: $STRATAKV_SERVER --maxmemory $MAXMEMORY --memory.capacity $MAXMEMORY --maxmemory-policy allkeys-lru --threads $THREADS ${STRATAKV_ARGS:-}"
   echo "- ${SSD_NOTE:-SSD tier: not tried (no stratakv target)}"
-  echo "- stratakv-bench: $STREAMS streams; conversations with a working set of ${WS_FACTOR}x maxmemory; trace: ${TRACE:+$(basename "$TRACE"), $( ((TRACE_REQUESTS > 0)) && echo "first $TRACE_REQUESTS" || echo all) requests, $TRACE_VALUE per block, timestamps compressed} ${BENCH_ARGS:-}"
+  echo "- stratakv-bench: $STREAMS streams; conversations with a working set of ${WS_FACTOR}x maxmemory; trace: ${TRACE:+$(basename "$TRACE"), $( ((TRACE_REQUESTS > 0)) && echo "first $TRACE_REQUESTS" || echo all) requests, $TRACE_VALUE per block, $( [[ $TRACE_SPEEDUP == 0 ]] && echo "timestamps compressed" || echo "timestamps at ${TRACE_SPEEDUP}x speed")} ${BENCH_ARGS:-}"
   echo
   $PY "$SCRIPT_DIR/kvcache_table.py" "${RUNS[@]}"
 }

@@ -34,6 +34,7 @@ ROWS = [
     ("GB loaded / stored", None, None, None),
     ("run time s", "elapsed_s", "%.1f", "lower"),
     ("evicted keys (server)", lambda r: int(get(r, "server.evicted_keys", "0") or 0), "%d", None),
+    ("server used_memory / RSS at end, MiB", None, None, None),
     ("checks", None, None, None),
 ]
 
@@ -46,6 +47,11 @@ def value(run, row):
         return None, "%.1f / %.1f" % (get(run, "latency.load.p50_ms", 0), get(run, "latency.load.p99_ms", 0))
     if label.startswith("store batch"):
         return None, "%.1f / %.1f" % (get(run, "latency.store.p50_ms", 0), get(run, "latency.store.p99_ms", 0))
+    if label.startswith("server used_memory"):
+        um, rss = get(run, "server.used_memory", ""), get(run, "server.used_memory_rss", "")
+        if not (um.isdigit() and rss.isdigit()):
+            return None, "n/a"
+        return None, "%.0f / %.0f" % (int(um) / 2**20, int(rss) / 2**20)
     if label.startswith("GB loaded"):
         c = run["counts"]
         return None, "%.1f / %.1f" % (c["bytes_loaded"] / 1e9, c["bytes_stored"] / 1e9)

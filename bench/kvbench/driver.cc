@@ -19,7 +19,7 @@ uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
 class Stream {
  public:
   Stream(const Run& run, Backend& backend, StreamStats& stats)
-      : opt_(run.opt), content_(run.content), be_(backend), st_(stats) {
+      : opt_(run.opt), start_(run.start), content_(run.content), be_(backend), st_(stats) {
     for (size_t i = 0; i < be_.slots(); ++i) content_.fill(be_.store_slot(i), 0);
   }
 
@@ -49,9 +49,10 @@ class Stream {
         for (size_t i = 0; i < m; ++i) content_.poison(be_.load_slot(i));
       const auto ta = Clock::now();
       be_.load(keys.subspan(b, m), results_);
-      const uint64_t ns = ns_between(ta, Clock::now());
+      const auto tb = Clock::now();
+      const uint64_t ns = ns_between(ta, tb);
       st_.load.record_ns(ns);
-      st_.load_ns += ns;
+      st_.load_spans.push_back({ns_between(start_, ta), ns_between(start_, tb)});
       op_ns += ns;
       for (size_t i = 0; i < m && !broken; ++i) {
         if (accept_load(results_[i], keys_[b + i], req.chunks[b + i], be_.load_slot(i))) ++loaded;
@@ -69,9 +70,10 @@ class Stream {
       for (size_t i = 0; i < m; ++i) content_.restamp(be_.store_slot(i), req.chunks[b + i]);
       const auto ta = Clock::now();
       be_.store(keys.subspan(b, m), results_);
-      const uint64_t ns = ns_between(ta, Clock::now());
+      const auto tb = Clock::now();
+      const uint64_t ns = ns_between(ta, tb);
       st_.store.record_ns(ns);
-      st_.store_ns += ns;
+      st_.store_spans.push_back({ns_between(start_, ta), ns_between(start_, tb)});
       op_ns += ns;
       uint64_t ok = 0;
       for (size_t i = 0; i < m; ++i) {
@@ -124,6 +126,7 @@ class Stream {
   }
 
   const Options& opt_;
+  const Clock::time_point start_;
   const Content& content_;
   Backend& be_;
   StreamStats& st_;

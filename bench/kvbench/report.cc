@@ -109,7 +109,7 @@ Summary summarize(const std::vector<std::unique_ptr<StreamStats>>& streams, doub
   s.elapsed_secs = elapsed_secs;
   s.value_bytes = value_bytes;
   s.batch = batch;
-  uint64_t load_ns = 0, store_ns = 0;
+  std::vector<Span> load_spans, store_spans;
   for (const auto& st : streams) {
     s.counts += st->live.snapshot();
     s.lookup.merge(st->lookup);
@@ -117,15 +117,14 @@ Summary summarize(const std::vector<std::unique_ptr<StreamStats>>& streams, doub
     s.store.merge(st->store);
     s.prefix_load.merge(st->prefix_load);
     s.request.merge(st->request);
-    load_ns += st->load_ns;
-    store_ns += st->store_ns;
+    load_spans.insert(load_spans.end(), st->load_spans.begin(), st->load_spans.end());
+    store_spans.insert(store_spans.end(), st->store_spans.begin(), st->store_spans.end());
     if (s.first_error.empty()) s.first_error = st->first_error;
     if (s.first_mismatch.empty()) s.first_mismatch = st->first_mismatch;
     if (s.fatal.empty()) s.fatal = st->fatal;
   }
-  const double n = streams.empty() ? 1.0 : static_cast<double>(streams.size());
-  s.load_secs = static_cast<double>(load_ns) / 1e9 / n;
-  s.store_secs = static_cast<double>(store_ns) / 1e9 / n;
+  s.load_secs = union_secs(std::move(load_spans));
+  s.store_secs = union_secs(std::move(store_spans));
   return s;
 }
 

@@ -18,15 +18,16 @@ struct Summary {
   Counts counts;
   Histogram lookup, load, store, prefix_load, request;
   double elapsed_secs = 0;
-  double load_secs = 0;   ///< time spent in load batches, averaged over the streams
-  double store_secs = 0;  ///< time spent in store batches, averaged over the streams
+  double load_secs = 0;   ///< time during which at least one stream was inside a load batch
+  double store_secs = 0;  ///< time during which at least one stream was inside a store batch
   uint64_t value_bytes = 0;
   uint64_t batch = 0;
   std::string first_error, first_mismatch, fatal;
   ServerInfo server_before, server_after;
 
   double hit_ratio() const { return counts.chunks ? static_cast<double>(counts.hits) / static_cast<double>(counts.chunks) : 0; }
-  /// GB/s (10^9 bytes) while loading: loaded bytes over load_secs.
+  /// GB/s (10^9 bytes) while loading: loaded bytes over load_secs (the aggregate rate of the
+  /// streams over the time any of them was loading).
   double load_gbps() const { return load_secs > 0 ? static_cast<double>(counts.bytes_loaded) / load_secs / 1e9 : 0; }
   double store_gbps() const { return store_secs > 0 ? static_cast<double>(counts.bytes_stored) / store_secs / 1e9 : 0; }
   /// Whether the run is clean: no error, no mismatch, no stream lost.

@@ -56,6 +56,17 @@ double Histogram::percentile_ms(double q) const {
   return max_ms();
 }
 
+double union_secs(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin_ns < b.begin_ns; });
+  uint64_t total = 0, end = 0;
+  for (const Span& s : spans) {
+    const uint64_t from = std::max(s.begin_ns, end);
+    if (s.end_ns > from) total += s.end_ns - from;
+    end = std::max(end, s.end_ns);
+  }
+  return static_cast<double>(total) / 1e9;
+}
+
 Counts& Counts::operator+=(const Counts& o) {
   requests += o.requests;
   chunks += o.chunks;

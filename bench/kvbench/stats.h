@@ -57,6 +57,14 @@ class LiveCounts {
   std::atomic<uint64_t> cells_[kFields] = {};
 };
 
+/// A stretch of time, in nanoseconds since the run started.
+struct Span {
+  uint64_t begin_ns = 0, end_ns = 0;
+};
+
+/// Seconds covered by at least one of `spans` (their union).
+double union_secs(std::vector<Span> spans);
+
 /// Everything one stream records.
 struct StreamStats {
   LiveCounts live;
@@ -65,8 +73,8 @@ struct StreamStats {
   Histogram store;        ///< one store batch (pipelined SET, or KV.MPUT)
   Histogram prefix_load;  ///< per request: lookup + loading every hit chunk (checks excluded)
   Histogram request;      ///< per request: lookup + loads + stores (checks excluded)
-  uint64_t load_ns = 0;   ///< time inside load batches
-  uint64_t store_ns = 0;  ///< time inside store batches
+  std::vector<Span> load_spans;   ///< each load batch
+  std::vector<Span> store_spans;  ///< each store batch
   std::string first_error;
   std::string first_mismatch;
   std::string fatal;  ///< why the stream stopped early
