@@ -237,7 +237,7 @@ report() {
   echo "- redis: $REDIS_SERVER ($("$REDIS_SERVER" --version | sed -nE 's/.*v=([0-9.]+).*/\1/p')) --maxmemory $MAXMEMORY --maxmemory-policy allkeys-lru ${REDIS_ARGS:-}"
   echo "- stratakv: $STRATAKV_SERVER --maxmemory $MAXMEMORY --memory.capacity $MAXMEMORY --maxmemory-policy allkeys-lru --threads $THREADS ${STRATAKV_ARGS:-}"
   echo "- ${SSD_NOTE:-SSD tier: not tried (no stratakv target)}"
-  echo "- stratakv-bench: $STREAMS streams; conversations with a working set of ${WS_FACTOR}x maxmemory; trace: ${TRACE:+$(basename "$TRACE"), $( ((TRACE_REQUESTS > 0)) && echo "first $TRACE_REQUESTS" || echo all) requests, $TRACE_VALUE per block, $( [[ $TRACE_SPEEDUP == 0 ]] && echo "timestamps compressed" || echo "timestamps at ${TRACE_SPEEDUP}x speed")} ${BENCH_ARGS:-}"
+  echo "- stratakv-bench: $STREAMS streams;${VALUE_SIZES:+ conversations ($VALUE_SIZES) with a working set of ${WS_FACTOR}x maxmemory;} trace: ${TRACE:+$(basename "$TRACE"), $( ((TRACE_REQUESTS > 0)) && echo "first $TRACE_REQUESTS" || echo all) requests, $TRACE_VALUE per block, $( [[ $TRACE_SPEEDUP == 0 ]] && echo "timestamps compressed" || echo "timestamps at ${TRACE_SPEEDUP}x speed")} ${BENCH_ARGS:-}"
   echo
   $PY "$SCRIPT_DIR/kvcache_table.py" "${RUNS[@]}"
 }

@@ -4,7 +4,7 @@
   <prefix>-throughput.png      load and store GB/s by value size, one line per target
   <prefix>-latency.png         per-request prefix-load time p50 and p99 by value size
   <prefix>-hitratio-<w>.png    hit ratio over the run under memory pressure, per workload w:
-                               per sampling interval against time, and cumulative against
+                               in a sliding window against time, and cumulative against
                                requests served (targets run at different speeds)
 
 Runs are grouped by their label "workload/target" (kvcache-compare.sh sets it); the by-size
@@ -130,9 +130,12 @@ def plot_latency(runs, path, subtitle):
 
 
 def interval_ratio(timeline):
-    """(t, hit ratio of the chunks asked in each interval) for intervals with requests."""
+    """(t, hit ratio of the chunks asked in a sliding window) for windows with requests; the
+    window spans about 1/40 of the run (at least one sampling interval), to smooth the noise."""
+    k = max(1, len(timeline) // 40)
     pts = []
-    for a, b in zip(timeline, timeline[1:]):
+    for i in range(k, len(timeline)):
+        a, b = timeline[i - k], timeline[i]
         chunks = b["chunks"] - a["chunks"]
         if chunks > 0:
             pts.append((b["t"], 100.0 * (b["hits"] - a["hits"]) / chunks))
@@ -154,7 +157,7 @@ def plot_hitratio(runs, workload, path, subtitle):
             axes[1].plot([s["requests"] for s in tl], [100.0 * s["hits"] / s["chunks"] for s in tl], color=color,
                          label="%s (final %.1f%%)" % (t, 100 * r["hit_ratio"]["chunks"]))
     axes[0].set_xlabel("seconds since start")
-    axes[0].set_ylabel("hit ratio per interval, % of chunks")
+    axes[0].set_ylabel("hit ratio in a sliding window, % of chunks")
     axes[0].set_title("over time")
     axes[1].set_xlabel("requests served")
     axes[1].set_ylabel("cumulative hit ratio, % of chunks")

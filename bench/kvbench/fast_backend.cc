@@ -19,7 +19,11 @@ namespace {
 class FastBackend : public Backend {
  public:
   FastBackend(const Options& o, size_t slots, size_t value_bytes)
-      : Backend(slots, value_bytes), conn_(Conn::unix_socket(o.unix_path)), pin_(o.pin), pin_ms_(o.pin_ms) {
+      : Backend(slots, value_bytes),
+        conn_(Conn::unix_socket(o.unix_path)),
+        pin_(o.pin),
+        unpin_(o.pin && o.unpin),
+        pin_ms_(o.pin_ms) {
     if (!o.password.empty()) {
       std::string cmd;
       append_command(cmd, {"AUTH", o.password});
@@ -97,7 +101,7 @@ class FastBackend : public Backend {
   }
 
   void release(std::span<const std::string> keys) override {
-    if (!pin_ || keys.empty()) return;
+    if (!unpin_ || keys.empty()) return;
     CommandWriter w(pending_);
     w.begin(1 + keys.size()).arg("KV.UNPIN");
     for (const auto& k : keys) w.arg(k);
@@ -146,6 +150,7 @@ class FastBackend : public Backend {
 
   Conn conn_;
   bool pin_;
+  bool unpin_;
   uint64_t pin_ms_;
   int fd_ = -1;
   size_t seg_bytes_ = 0;

@@ -44,7 +44,8 @@ const char kUsage[] =
     "  --streams N (4)        concurrent request streams, one connection each\n"
     "  --batch N              chunks per pipelined batch and buffer slots per stream and\n"
     "                         direction (default: about 128 MiB worth, 1..64)\n"
-    "  --pin-ms MS (10000)    fast: KV.PREFIX ... PIN MS, KV.UNPIN after loading; --no-pin\n"
+    "  --pin-ms MS (10000)    fast: KV.PREFIX ... PIN MS, KV.UNPIN after loading; --no-pin;\n"
+    "                         --no-unpin: leave the leases to expire\n"
     "  --verify sampled|full|none   check loaded chunks: header, stamps and samples (default),\n"
     "                         or every byte; --verify-full = --verify full\n"
     "output\n"
@@ -146,6 +147,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--batch") o.batch = num(1, 4096);
     else if (a == "--pin-ms") { o.pin_ms = num(0, kBig); o.pin = true; }
     else if (a == "--no-pin") o.pin = false;
+    else if (a == "--no-unpin") o.unpin = false;
     else if (a == "--verify") {
       std::string v = next();
       if (v == "none") o.verify = Verify::kNone;

@@ -56,8 +56,9 @@ struct Options {
   // Execution.
   int streams = 4;
   uint64_t batch = 0;            ///< chunks per pipelined batch; 0 = auto (about 128 MiB)
-  bool pin = true;               ///< fast: KV.PREFIX ... PIN pin_ms, KV.UNPIN after loading
+  bool pin = true;               ///< fast: KV.PREFIX ... PIN pin_ms
   uint64_t pin_ms = 10000;
+  bool unpin = true;             ///< fast, with pin: KV.UNPIN the prefix once it is loaded
   Verify verify = Verify::kSampled;
 
   // Output.

@@ -184,7 +184,7 @@ bool write_json(const std::string& path, const Options& o, const Summary& s, con
       .u64("system_prompts", o.system_prompts).u64("system_tokens", o.system_tokens)
       .u64("user_tokens", o.user_tokens).u64("output_tokens", o.output_tokens).u64("repeat", o.repeat)
       .u64("max_requests", o.max_requests).num("duration", o.duration).u64("seed", o.seed)
-      .u64("streams", static_cast<uint64_t>(o.streams)).u64("batch", s.batch).boolean("pin", o.pin)
+      .u64("streams", static_cast<uint64_t>(o.streams)).u64("batch", s.batch).boolean("pin", o.pin).boolean("unpin", o.pin && o.unpin)
       .u64("pin_ms", o.pin_ms).str("verify", to_string(o.verify)).str("key_prefix", o.key_prefix)
       .close('}');
   json_server(j, "server_before", s.server_before);

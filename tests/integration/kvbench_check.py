@@ -192,7 +192,7 @@ def main():
             check_clean(bench(binary, server, "trace-resp", *trace, "--speedup", "1", "--repeat", "2"),
                         "trace-resp", 0.5)
             check_clean(bench(binary, server, "trace-fast", *trace, "--protocol", "fast", "--unix", SOCK,
-                              "--repeat", "2"), "trace-fast", 0.5)
+                              "--repeat", "2", "--no-unpin"), "trace-fast", 0.5)
             if os.path.exists(SHARED_TRACE):
                 check_clean(bench(binary, server, "mooncake", "--trace", SHARED_TRACE, "--requests", "300",
                                   "--bytes-per-token", "8", "--verify", "full", "--protocol", "fast",
