@@ -41,7 +41,8 @@
 #   REDIS_SERVER, REDIS_ARGS, STRATAKV_SERVER, STRATAKV_ARGS, SSD_ARGS (extra SSD options)
 #   BUILD_DIR      build tree with bin/stratakv-bench and bin/stratakv-server (default
 #                  <repo>/build/release; built when missing)
-#   PLOT_DIR       where --plot writes PNGs (default <repo>/bench)
+#   PLOT_DIR       where --plot writes PNGs (default: the --json-dir, else ./kvcache-plots;
+#                  the charts in bench/ were made by running bench/plot.py by hand)
 #   KEEP_LOGS=1    keep the work directory
 # Exit status: 0 when every run completed clean (no error, no mismatch), 1 otherwise.
 
@@ -86,7 +87,6 @@ TARGETS=${TARGETS:-"redis stratakv-resp stratakv-fast"}
 BUILD_DIR=${BUILD_DIR:-$REPO/build/release}
 REDIS_SERVER=${REDIS_SERVER:-$(command -v redis-server || true)}
 STRATAKV_SERVER=${STRATAKV_SERVER:-$BUILD_DIR/bin/stratakv-server}
-PLOT_DIR=${PLOT_DIR:-$REPO/bench}
 
 [[ -x $REDIS_SERVER ]] || die "redis-server not found (set REDIS_SERVER)"
 command -v redis-cli >/dev/null || die "redis-cli not found"
@@ -109,7 +109,8 @@ to_bytes() {
 }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvcache-compare.XXXXXX")
-[[ -n $JSON_DIR ]] || JSON_DIR=$WORK/json
+if [[ -n $JSON_DIR ]]; then PLOT_DIR=${PLOT_DIR:-$JSON_DIR}; else JSON_DIR=$WORK/json; fi
+PLOT_DIR=${PLOT_DIR:-$PWD/kvcache-plots}
 mkdir -p "$JSON_DIR"
 cp "$BUILD_DIR/bin/stratakv-bench" "$WORK/"  # a rebuild during the run cannot break it
 BENCH=$WORK/stratakv-bench
