@@ -60,6 +60,11 @@ const std::vector<Spec>& specs() {
       // The longest a lease (KV.PREFIX ... PIN) keeps a key from eviction, in ms: Mooncake
       // Store's default_kv_lease_ttl. Bounded so no client can pin memory for ever.
       {Key::kLeaseTtl, "lease.ttl", Type::kInt, "10000", true, 1, 86'400'000},
+      // The verbs transport (rdma/verbs_transport.h): offered when a device is found at start.
+      {Key::kRdmaEnabled, "rdma.enabled", Type::kBool, "yes", false},
+      {Key::kRdmaDevice, "rdma.device", Type::kString, "", false},  // "" = the first device
+      {Key::kRdmaGidIndex, "rdma.gid_index", Type::kInt, "0", false, 0, 255},
+      {Key::kRdmaTimeout, "rdma.timeout", Type::kInt, "10000", true, 1, 3'600'000},  // ms
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},

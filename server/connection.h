@@ -21,6 +21,7 @@
 #include "resp/parser.h"
 #include "resp/writer.h"
 #include "rdma/segment.h"
+#include "rdma/verbs_transport.h"
 #include "server/command.h"
 
 namespace server {
@@ -58,6 +59,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// File descriptors received with SCM_RIGHTS (Unix socket), oldest first, each waiting for
   /// the KV.REGISTER SHM that claims it; the rest are closed with the connection.
   std::deque<int> passed_fds;
+  /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
+  std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// RESP protocol version of replies (2 or 3).
   int protocol() const { return writer_.protocol(); }
   void set_protocol(int v) {

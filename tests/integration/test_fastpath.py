@@ -316,3 +316,11 @@ while True:
         time.sleep(0.05)
     assert r.info("fastpath")["fastpath_segments"] == base
     assert r.ping()
+
+
+def test_absurd_counts_are_syntax_errors(fast):
+    c = fast()
+    assert c.call("KV.MGET", 1, "k", 10 ** 15, 1, 0, 1) == Err("ERR syntax error")
+    assert c.call("KV.MGET", 10 ** 15, "k", 1, 1, 0, 1) == Err("ERR syntax error")
+    assert c.call("KV.MPUT", 1, "k", 1, 10 ** 15, 1, 0, 1) == Err("ERR syntax error")
+    assert c.call("PING") == Simple("PONG")
