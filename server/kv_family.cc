@@ -369,23 +369,31 @@ void cmd_prefix(CommandContext& ctx) {
   const int64_t ttl = ctx.server.config().num(Key::kLeaseTtl);
   const int64_t until = ctx.now_ms + (pin_ms == 0 ? ttl : std::min(pin_ms, ttl));
   int64_t n = 0;
+  Connection& conn = ctx.conn;
   for (size_t i = 1; i < end; ++i) {
-    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
-    std::lock_guard lock(shard.mu);
-    Shard::Item* item = shard.lookup(ctx.args[i], ctx.now_ms);
-    if (item == nullptr) break;
-    if (pin_ms >= 0) shard.lease(item, until);
+    std::string_view key = ctx.args[i];
+    {
+      Shard& shard = ctx.ks.shard_of(key);
+      std::lock_guard lock(shard.mu);
+      Shard::Item* item = shard.lookup(key, ctx.now_ms);
+      if (item == nullptr) break;
+      if (pin_ms >= 0) shard.lease(item, conn.id(), until);
+    }
+    if (pin_ms >= 0) {
+      int64_t& mine = conn.pins[std::string(key)];
+      mine = std::max(mine, until);
+    }
     ++n;
   }
+  if (conn.pins.size() > 4096)  // forget leases that ended by themselves
+    std::erase_if(conn.pins, [&](const auto& p) { return p.second <= ctx.now_ms; });
   ctx.out.integer(n);
 }
 
 void cmd_unpin(CommandContext& ctx) {
   int64_t n = 0;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
-    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
-    std::lock_guard lock(shard.mu);
-    if (Shard::Item* item = shard.find(ctx.args[i], ctx.now_ms)) n += shard.unlease(item, ctx.now_ms);
+    n += ctx.conn.unpin(ctx.args[i], ctx.now_ms);
   }
   ctx.out.integer(n);
 }
