@@ -161,7 +161,7 @@ std::vector<bool> Client::batch_exists(std::span<const std::string_view> keys) {
 size_t Client::prefix_match(std::span<const std::string_view> keys, std::optional<uint64_t> pin_ms) {
   if (keys.empty()) return 0;
   // nullopt: the server has no KV.PREFIX (a plain Redis): count with EXISTS instead.
-  const std::optional<size_t> n = core_->with_session([&](Session& s) -> std::optional<size_t> {
+  auto prefix = [&](Session& s) -> std::optional<size_t> {
     Args a{"KV.PREFIX"};
     for (std::string_view k : keys) a.add(k);
     if (pin_ms) a.add("PIN").add(*pin_ms);
@@ -169,7 +169,9 @@ size_t Client::prefix_match(std::span<const std::string_view> keys, std::optiona
     if (r->type == REDIS_REPLY_ERROR && detail::text(r.get()).starts_with("ERR unknown command"))
       return std::nullopt;
     return static_cast<size_t>(integer_reply(s, r, "KV.PREFIX"));
-  });
+  };
+  // Leases belong to the connection that took them: pins go through the lease connection.
+  const std::optional<size_t> n = pin_ms ? core_->with_lease_session(prefix) : core_->with_session(prefix);
   if (n) return *n;
   std::vector<bool> present = batch_exists(keys);
   size_t count = 0;
@@ -179,7 +181,7 @@ size_t Client::prefix_match(std::span<const std::string_view> keys, std::optiona
 
 size_t Client::unpin(std::span<const std::string_view> keys) {
   if (keys.empty()) return 0;
-  return core_->with_session([&](Session& s) {
+  return core_->with_lease_session([&](Session& s) {
     Args a{"KV.UNPIN"};
     for (std::string_view k : keys) a.add(k);
     Reply r = s.call(a);

@@ -40,21 +40,25 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const Options& options() const { return options_; }
 
   /// Runs f(Session&) on a pooled connection; a connection that failed is closed, not reused.
-  /// Only Error(kServer) and Error(kUsage) leave a connection reusable (they are thrown
-  /// between replies); any other exception may leave a reply half read.
   template <class F>
   decltype(auto) with_session(F&& f) {
     Lease lease(*this);
-    try {
-      return f(*lease.session);
-    } catch (const Error& e) {
-      if (e.kind() != Error::Kind::kServer && e.kind() != Error::Kind::kUsage)
-        lease.session->mark_broken();
-      throw;
-    } catch (...) {
-      lease.session->mark_broken();
-      throw;
+    return guarded(*lease.session, f);
+  }
+
+  /// Runs f(Session&) on the client's lease connection: the one connection that sends every
+  /// KV.PREFIX ... PIN and KV.UNPIN, since the server keeps leases per connection (so an unpin
+  /// reaches the leases of any earlier prefix_match of this client). Calls are serialized.
+  template <class F>
+  decltype(auto) with_lease_session(F&& f) {
+    std::lock_guard lk(lease_mu_);
+    if (!lease_session_ || lease_session_->broken()) {
+      lease_session_.reset();
+      auto s = std::make_unique<Session>(url_, options_);
+      s->set_transport(make_resp_transport(*s));
+      lease_session_ = std::move(s);
     }
+    return guarded(*lease_session_, f);
   }
 
   /// A zero-copy buffer that contains [p, p+n), kept alive by the returned pointer; null when
@@ -76,6 +80,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     ClientCore& core;
     std::unique_ptr<Session> session;
   };
+  // Only Error(kServer) and Error(kUsage) leave a connection reusable (they are thrown
+  // between replies); any other exception may leave a reply half read.
+  template <class F>
+  static decltype(auto) guarded(Session& s, F& f) {
+    try {
+      return f(s);
+    } catch (const Error& e) {
+      if (e.kind() != Error::Kind::kServer && e.kind() != Error::Kind::kUsage) s.mark_broken();
+      throw;
+    } catch (...) {
+      s.mark_broken();
+      throw;
+    }
+  }
   std::unique_ptr<Session> acquire();
   /// Returns a session to the pool, or closes it when it is broken.
   void release(std::unique_ptr<Session> s);
@@ -91,6 +109,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<std::unique_ptr<Session>> idle_;
   std::vector<Session*> open_;  // every open session, idle or lent (for retire)
   size_t opening_ = 0;          // connections being opened (count against max_connections)
+
+  std::mutex lease_mu_;
+  std::unique_ptr<Session> lease_session_;  // opened on the first PIN
 
   mutable std::shared_mutex buffers_mu_;
   std::map<uintptr_t, std::weak_ptr<BufferState>> buffers_;  // zero-copy buffers by address

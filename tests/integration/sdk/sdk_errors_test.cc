@@ -2,6 +2,7 @@
 // buffer lifetimes and the server-side segment count; bad URLs and lost connections.
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "sdk_test_util.h"
 
@@ -202,4 +203,31 @@ TEST_CASE("against redis-server: unix:// falls back to RESP, prefix_match to EXI
       CHECK(std::string(e.what()).rfind("ERR unknown command", 0) == 0);
     }
   }
+}
+
+TEST_CASE("leases taken on any thread are released by unpin on any other") {
+  if (!server_has_fast_path()) return;
+  stratakv::Client kv(url(), {.max_connections = 4});
+  Redis redis;
+  auto leased = [&] { return std::stol("0" + redis.info_field("fastpath", "leased_keys")); };
+  const long base = leased();
+  std::vector<std::vector<std::string>> chains(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        chains[t].push_back(key("lease:" + std::to_string(t) + ":" + std::to_string(i)));
+        kv.put(chains[t].back(), pattern(1000, i));  // keeps pooled connections busy meanwhile
+      }
+      std::vector<std::string_view> v(chains[t].begin(), chains[t].end());
+      CHECK(kv.prefix_match(v, 10000) == 5);
+    });
+  for (auto& th : threads) th.join();
+  CHECK(leased() == base + 20);
+  for (auto& c : chains) {
+    std::vector<std::string_view> v(c.begin(), c.end());
+    CHECK(kv.unpin(v) == 5);
+    kv.batch_remove(v);
+  }
+  CHECK(leased() == base);
 }

@@ -158,10 +158,13 @@ class Client {
   /// How many leading keys of the chain exist (KV.PREFIX). With `pin_ms`, those keys are
   /// leased: eviction skips them for that many milliseconds (0 = the server's lease.ttl,
   /// which also caps it). Against a server without KV.PREFIX: EXISTS until the first miss,
-  /// and no lease.
+  /// and no lease. The server keeps leases per connection, so every pinning prefix_match and
+  /// every unpin of a Client go through one connection of their own (calls with a pin are
+  /// serialized; without one they use the pool).
   size_t prefix_match(std::span<const std::string_view> keys,
                       std::optional<uint64_t> pin_ms = std::nullopt);
-  /// Releases leases taken by prefix_match; returns how many keys were leased (KV.UNPIN).
+  /// Ends this Client's leases of the keys (taken by prefix_match with a pin); returns how
+  /// many keys it held a lease on (KV.UNPIN). Other clients' leases stay.
   size_t unpin(std::span<const std::string_view> keys);
   /// Deletes the key; false when it did not exist.
   bool remove(std::string_view key);
