@@ -56,8 +56,10 @@ std::optional<uint64_t> value_size_in(std::string_view error) {
   const size_t open = error.rfind('(');
   if (open == std::string_view::npos) return std::nullopt;
   uint64_t v = 0;
-  auto [end, ec] = std::from_chars(error.data() + open + 1, error.data() + error.size(), v);
-  if (ec != std::errc{} || !std::string_view(end).starts_with(" bytes)")) return std::nullopt;
+  const char* last = error.data() + error.size();
+  auto [end, ec] = std::from_chars(error.data() + open + 1, last, v);
+  if (ec != std::errc{} || std::string_view(end, static_cast<size_t>(last - end)) != " bytes)")
+    return std::nullopt;
   return v;
 }
 

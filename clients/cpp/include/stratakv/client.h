@@ -117,6 +117,7 @@ class Client {
   /// kServer when AUTH fails or `TransportKind::kShm` is asked and the server refuses it.
   explicit Client(std::string_view url, Options options = {});
   ~Client();
+  /// Moving hands the connections over; a moved-from Client may only be destroyed or assigned.
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
 
