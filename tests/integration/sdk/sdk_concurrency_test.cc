@@ -2,6 +2,8 @@
 // scatter-gather, batches and plain RESP SET/GET, byte-exact; plus concurrent writers and
 // readers of one key, whose readers must always see one whole value.
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -34,8 +36,22 @@ bool whole(const std::string& v) {
 TEST_CASE("8 threads, every kind of call, byte-exact") {
   auto& kv = client();
   std::atomic<int> failures{0};
+  std::function<void(int)> work;
   std::atomic<long> checked{0};
+  std::mutex mu;
+  std::string first_error;
   auto worker = [&](int t) {
+    try {
+      work(t);
+    } catch (const std::exception& e) {  // an exception must not terminate the test binary
+      ++failures;
+      std::lock_guard lk(mu);
+      if (first_error.empty()) first_error = e.what();
+    } catch (...) {  // a failed REQUIRE
+      ++failures;
+    }
+  };
+  work = [&](int t) {
     std::mt19937_64 rng(t);
     Redis redis;
     stratakv::Buffer buf = kv.alloc_buffer(8 << 20);
@@ -99,7 +115,7 @@ TEST_CASE("8 threads, every kind of call, byte-exact") {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
   for (auto& th : threads) th.join();
-  CHECK(failures.load() == 0);
+  CHECK_MESSAGE(failures.load() == 0, first_error);
   CHECK(checked.load() == kThreads * 40);
 }
 
@@ -110,8 +126,18 @@ TEST_CASE("concurrent writers and readers of one key see whole values") {
   std::atomic<bool> stop{false};
   std::atomic<int> torn{0}, reads{0};
   std::vector<std::thread> threads;
+  auto guard = [&](auto f) {
+    return [&, f](int t) {
+      try {
+        f(t);
+      } catch (...) {  // an error or a failed REQUIRE: counted, never a terminate
+        ++torn;
+        stop = true;
+      }
+    };
+  };
   for (int t = 0; t < 3; ++t)  // writers: SDK, SDK with a buffer, RESP SET
-    threads.emplace_back([&, t] {
+    threads.emplace_back(guard([&](int t) {
       Redis redis;
       stratakv::Buffer buf = kv.alloc_buffer(2 << 20);
       for (uint64_t i = 0; !stop; ++i) {
@@ -120,9 +146,9 @@ TEST_CASE("concurrent writers and readers of one key see whole values") {
         else if (t == 1) std::memcpy(buf.data(), v.data(), v.size()), kv.put(k, ConstBytes(buf.span().first(v.size())));
         else redis.str({"SET", k, v});
       }
-    });
+    }), t);
   for (int t = 0; t < 5; ++t)  // readers
-    threads.emplace_back([&, t] {
+    threads.emplace_back(guard([&](int t) {
       Redis redis;
       stratakv::Buffer buf = kv.alloc_buffer(2 << 20);
       for (int i = 0; i < 60; ++i) {
@@ -133,7 +159,7 @@ TEST_CASE("concurrent writers and readers of one key see whole values") {
         if (!whole(v)) ++torn;
         ++reads;
       }
-    });
+    }), t);
   for (size_t t = 3; t < threads.size(); ++t) threads[t].join();
   stop = true;
   for (size_t t = 0; t < 3; ++t) threads[t].join();
