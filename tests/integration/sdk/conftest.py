@@ -9,6 +9,7 @@ their own server with a Unix socket:
   redis_py     a redis-py client on the server (flushed first)
 """
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -25,11 +26,13 @@ import stratakv  # noqa: E402  (PYTHONPATH points at the build's python/ directo
 
 @pytest.fixture(scope="module")
 def sdk_server():
-    sock = Path(tempfile.mkdtemp(prefix="stratakv-sdk-py-")) / "server.sock"
+    workdir = Path(tempfile.mkdtemp(prefix="stratakv-sdk-py-"))
+    sock = workdir / "server.sock"
     srv = harness.launch_server(unixsocket=str(sock))
     srv.socket_path = str(sock)
     yield srv
     harness.stop_servers(srv)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def unix_url(srv, password=None):

@@ -91,7 +91,7 @@ def test_shape_mismatch(kv):
     assert str(e.value) == "ERR window of 128 bytes is smaller than the value (192 bytes)"
 
 
-def test_errors_carry_server_text(kv, start_server):
+def test_errors_carry_server_text(kv, start_server, tmp_path):
     kv.put("v", b"x" * 5000)
     with pytest.raises(stratakv.Error) as e:
         kv.get_into("v", bytearray(4096))
@@ -103,9 +103,7 @@ def test_errors_carry_server_text(kv, start_server):
     with pytest.raises(stratakv.Error) as e:
         stratakv.Client("redis://127.0.0.1:1", connect_timeout_ms=500)
     assert e.value.kind == "connection"
-    import tempfile
-    from pathlib import Path
-    sock = str(Path(tempfile.mkdtemp(prefix="stratakv-sdk-py-")) / "s.sock")
+    sock = str(tmp_path / "s.sock")
     srv = start_server(unixsocket=sock, requirepass="secret", maxmemory="4mb",
                        maxmemory_policy="noeviction")
     srv.socket_path = sock
