@@ -27,7 +27,7 @@ fi
 if [ "${STRATAKV_TEST_TSAN:-0}" = "1" ]; then
   # TSan's deadlock detector tracks at most 64 held locks; a DEL of many keys holds up to one
   # lock per keyspace shard (128), in a fixed order, so that detector is switched off.
-  export TSAN_OPTIONS=detect_deadlocks=0:halt_on_error=1
+  export TSAN_OPTIONS="detect_deadlocks=0:halt_on_error=1:suppressions=$PWD/tests/tsan.supp"
   run_suite tsan
 fi
 echo "=== all tests passed"
