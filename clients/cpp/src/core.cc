@@ -32,7 +32,12 @@ void ClientCore::start() {
     throw Error(Error::Kind::kUsage, "the shm transport needs a unix:// URL");
   auto s = std::make_unique<Session>(url_, options_);
   choice_ = TransportChoice::kResp;
-  if (on_unix && options_.transport != TransportKind::kResp) {
+  if (options_.transport == TransportKind::kVerbs ||
+      (options_.transport == TransportKind::kAuto && options_.rdma)) {
+    if (try_verbs(*s)) choice_ = TransportChoice::kVerbs;
+  }
+  if (choice_ == TransportChoice::kResp && on_unix &&
+      (options_.transport == TransportKind::kAuto || options_.transport == TransportKind::kShm)) {
     try {
       s->set_transport(make_transport(TransportChoice::kShm, *s, *this));
       choice_ = TransportChoice::kShm;
@@ -51,6 +56,42 @@ void ClientCore::start() {
   std::lock_guard lk(pool_mu_);
   open_.push_back(s.get());
   idle_.push_back(std::move(s));
+}
+
+bool ClientCore::try_verbs(Session& s) {
+  const bool demanded = options_.transport == TransportKind::kVerbs;
+  rdma::DeviceOptions o;
+  o.name = options_.rdma_device;
+  o.port = options_.rdma_port;
+  o.gid_index = options_.rdma_gid_index;
+  std::string error;
+  device_ = rdma::VerbsDevice::open(options_.verbs_api ? *options_.verbs_api : rdma::real_verbs(),
+                                    o, error);
+  if (!device_) {
+    if (demanded) throw Error(Error::Kind::kUsage, error);  // "RDMA: no device found", ...
+    return false;
+  }
+  try {
+    s.set_transport(make_verbs_transport(s, *this));
+    return true;
+  } catch (const Error& e) {
+    device_.reset();
+    // A server without a device ("ERR RDMA is not available on this server"), or without the
+    // fast path at all, or a NIC that refused a resource ("RDMA: ..."): try the next one.
+    const std::string_view what = e.what();
+    const bool no_rdma = (e.kind() == Error::Kind::kServer &&
+                          (what.starts_with("ERR RDMA") || what.starts_with("ERR unknown command"))) ||
+                         (e.kind() == Error::Kind::kUsage && what.starts_with("RDMA: "));
+    if (demanded || !no_rdma || s.broken()) throw;
+    return false;
+  }
+}
+
+bool ClientCore::register_with_device(BufferState& b) {
+  std::string error;
+  if (!device_->register_buffer(b.base, b.size, b.reg, error)) return false;
+  b.zero_copy = true;
+  return true;
 }
 
 ClientCore::Lease::Lease(ClientCore& c) : core(c), session(c.acquire()) {}
@@ -137,7 +178,15 @@ std::shared_ptr<BufferState> ClientCore::alloc(size_t size) {
   auto b = std::make_shared<BufferState>();
   b->size = size;
   b->owned = true;
-  if (traits(choice_).shared_memory) {
+  if (choice_ == TransportChoice::kVerbs) {
+    b->base = map_anonymous(size);
+    if (!register_with_device(*b)) {
+      unmap(b->base, size);
+      b->owned = false;
+      throw Error(Error::Kind::kConnection, "RDMA: the NIC cannot register a buffer of " +
+                                                std::to_string(size) + " bytes");
+    }
+  } else if (traits(choice_).shared_memory) {
     SharedMemory mem(size, "stratakv-buffer");
     b->fd = mem.fd();
     b->base = mem.data();
@@ -159,12 +208,20 @@ std::shared_ptr<BufferState> ClientCore::wrap(void* p, size_t size) {
   auto b = std::make_shared<BufferState>();
   b->base = static_cast<std::byte*>(p);
   b->size = size;
+  // On verbs the NIC registers any memory: zero copy (or staged, if the NIC refuses it). On
+  // shm or RESP it is never looked up, never registered.
+  if (choice_ == TransportChoice::kVerbs) register_with_device(*b);
   std::unique_lock lk(buffers_mu_);
   b->id = next_buffer_id_++;
-  return b;  // not zero-copy on shm or RESP: never looked up, never registered
+  if (b->zero_copy) {
+    buffers_[reinterpret_cast<uintptr_t>(b->base)] = b;
+    b->core = weak_from_this();
+  }
+  return b;
 }
 
 void ClientCore::retire(const BufferState& b) {
+  if (b.reg.handle != nullptr) device_->unregister_buffer(b.reg);  // nothing uses it now
   if (!b.zero_copy) return;
   {
     std::unique_lock lk(buffers_mu_);

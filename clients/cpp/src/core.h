@@ -9,6 +9,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "rdma/verbs_transport.h"
 #include "session.h"
 #include "shared_memory.h"
 #include "transport.h"
@@ -25,6 +26,7 @@ struct BufferState {
   int fd = -1;             ///< memfd (shared memory) or -1
   bool owned = false;      ///< unmap on destruction
   bool zero_copy = false;  ///< the server can reach it directly
+  rdma::BufferRegistration reg;  ///< verbs: its registration with the NIC (handle null: none)
   std::weak_ptr<ClientCore> core;
   ~BufferState();
 };
@@ -38,6 +40,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void start();
   TransportChoice choice() const { return choice_; }
   const Options& options() const { return options_; }
+  /// This client's RDMA device, when the transport is verbs (else null).
+  rdma::VerbsDevice* verbs_device() const { return device_.get(); }
 
   /// Runs f(Session&) on a pooled connection; a connection that failed is closed, not reused.
   template <class F>
@@ -94,6 +98,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       throw;
     }
   }
+  /// Tries the verbs transport on `s` (probing the device first). False, device closed, when
+  /// either side has no RDMA; throws when kVerbs was demanded or on any other error.
+  bool try_verbs(Session& s);
+  /// Registers b's memory with the NIC (verbs only); false when the NIC refuses it.
+  bool register_with_device(BufferState& b);
   std::unique_ptr<Session> acquire();
   /// Returns a session to the pool, or closes it when it is broken.
   void release(std::unique_ptr<Session> s);
@@ -103,6 +112,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const Url url_;
   const Options options_;
   TransportChoice choice_ = TransportChoice::kResp;
+  std::unique_ptr<rdma::VerbsDevice> device_;  // verbs: outlives every session (declared first)
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;

@@ -1,4 +1,4 @@
-// transport.cc - choosing a transport (the seam where verbs will be added).
+// transport.cc - making the transport ClientCore chose.
 #include "transport.h"
 
 #include <string>
@@ -14,6 +14,8 @@ TransportTraits traits(TransportChoice choice) {
   switch (choice) {
     case TransportChoice::kShm:
       return {"shm", true};
+    case TransportChoice::kVerbs:
+      return {"verbs", false};
     case TransportChoice::kResp:
       break;
   }
@@ -24,6 +26,8 @@ std::unique_ptr<Transport> make_transport(TransportChoice choice, Session& s, Cl
   switch (choice) {
     case TransportChoice::kShm:
       return make_shm_transport(s, core);
+    case TransportChoice::kVerbs:
+      return make_verbs_transport(s, core);
     case TransportChoice::kResp:
       break;
   }

@@ -2,21 +2,15 @@
 // wire. One Transport object per connection (Session), used by one thread at a time.
 //
 // Implementations:
-//   resp_transport.cc  plain RESP: SET/GET with the payload in the socket (any URL)
-//   shm_transport.cc   same host: KV.PUT/KV.GET naming memfd segments (docs/fast-path.md)
-// The RDMA transport plugs in here (not implemented yet). A VerbsTransport would use the
-// rdma/ library's client side (rdma/verbs_transport.h): one rdma::VerbsDevice per ClientCore
-// (probed once; TransportChoice::kVerbs only when it opens and the server's KV.CONNECT VERBS
-// succeeds), one rdma::VerbsEndpoint per connection created with EndpointOptions::remote_access
-// and connected with KV.CONNECT VERBS (the reply is the server's QpAddress); each zero-copy
-// Buffer registered with the device once (VerbsDevice::register_buffer, any memory, so
-// register_buffer() becomes zero copy too) and with the connection on first use
-// (KV.REGISTER VERBS addr len rkey -> segment id, kept like ShmTransport::segs_); then the same
-// KV.PUT/KV.GET/KV.MPUT/KV.MGET descriptors as shm. A transfer error ("ERR RDMA transfer
-// failed: ...") means: reset the endpoint, KV.CONNECT VERBS again, retry once.
-// Wiring: add kVerbs to TransportChoice, traits() (shared_memory = false, but a "registered"
-// flag so alloc_buffer registers with the NIC), make_transport(), and ClientCore::start()'s
-// probe order (verbs, then shm on unix://, then RESP).
+//   resp_transport.cc     plain RESP: SET/GET with the payload in the socket (any URL)
+//   segment_transport.cc  the fast path: KV.PUT/KV.GET naming registered segments
+//                         (docs/fast-path.md), over a SegmentBackend:
+//   shm_transport.cc        same host: memfd segments (KV.REGISTER SHM)
+//   verbs_transport.cc      RDMA: segments registered with the NIC (KV.REGISTER VERBS), one
+//                           queue pair per connection (KV.CONNECT VERBS), reconnect and retry
+//                           once after a failed transfer
+// ClientCore::start() picks one: verbs when both sides have a device, else shm on unix://,
+// else RESP.
 #pragma once
 
 #include <memory>
@@ -71,16 +65,19 @@ struct TransportTraits {
 };
 
 /// The transports a ClientCore can be configured with.
-enum class TransportChoice { kResp, kShm };
+enum class TransportChoice { kResp, kShm, kVerbs };
 
 TransportTraits traits(TransportChoice choice);
 
-/// Makes connection `s`'s transport. kShm registers the connection's staging buffer at once
-/// and throws Error(kServer) when the server refuses (no KV.REGISTER, or not a Unix socket).
+/// Makes connection `s`'s transport. kShm and kVerbs register the connection's staging buffer
+/// at once and throw Error(kServer) when the server refuses (no KV.REGISTER, not a Unix
+/// socket, "ERR RDMA is not available on this server").
 std::unique_ptr<Transport> make_transport(TransportChoice choice, Session& s, ClientCore& core);
 
 std::unique_ptr<Transport> make_resp_transport(Session& s);
 std::unique_ptr<Transport> make_shm_transport(Session& s, ClientCore& core);
+/// Needs core.verbs_device(). Client-side RDMA failures throw Error(kUsage, "RDMA: ...").
+std::unique_ptr<Transport> make_verbs_transport(Session& s, ClientCore& core);
 
 /// The fast path's and the RESP fallback's text for a window too small for the value.
 std::string window_error(uint64_t window, uint64_t value);

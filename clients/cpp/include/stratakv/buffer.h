@@ -34,8 +34,9 @@ class Buffer {
   size_t size() const noexcept;
   std::span<std::byte> span() const noexcept { return {data(), size()}; }
   /// True when transfers from and into this memory need no staging copy in the client
-  /// (alloc_buffer on shm; false for register_buffer on shm, and on the RESP transport the
-  /// payload travels in the socket either way).
+  /// (alloc_buffer on shm; alloc_buffer and register_buffer on verbs; false for
+  /// register_buffer on shm, and on the RESP transport the payload travels in the socket
+  /// either way).
   bool zero_copy() const noexcept;
   explicit operator bool() const noexcept { return state_ != nullptr; }
 

@@ -6,9 +6,11 @@
 //   kv.put("model@0@1@abcd@bf16", buf.span());                  // one copy, by the server
 //   kv.get_into("model@0@1@abcd@bf16", buf.span());             // one copy, by the server
 //
-// Transport: a `unix://` URL uses the shm fast path (KV.PUT/KV.GET over a memfd the server
-// maps, docs/fast-path.md) when the server offers it, else plain RESP; a `redis://` URL uses
-// plain RESP (SET/GET). Both give the same results; `transport()` says which one is in use.
+// Transport: the verbs fast path (KV.PUT/KV.GET by one-sided RDMA into memory registered
+// with the NIC, docs/fast-path.md) when this host has an RDMA device and the server offers
+// KV.CONNECT VERBS; else, on a `unix://` URL, the shm fast path (a memfd the server maps) when
+// the server offers it; else plain RESP (SET/GET). All give the same results; `transport()`
+// says which one is in use.
 // See docs/sdk.md.
 //
 // Thread-safety: a Client may be used from any number of threads at once. Each call borrows
@@ -34,6 +36,10 @@
 #include "stratakv/buffer.h"
 #include "stratakv/error.h"
 
+namespace rdma {
+class VerbsApi;  // rdma/verbs_api.h: the libibverbs calls (a fake NIC in tests)
+}
+
 namespace stratakv {
 
 using ConstBytes = std::span<const std::byte>;
@@ -46,10 +52,11 @@ inline ConstBytes as_bytes(std::string_view s) noexcept {
 
 /// Which transport moves payloads.
 enum class TransportKind {
-  kAuto,  ///< shm on a unix:// URL when the server offers KV.REGISTER SHM, else RESP
-  kShm,   ///< shm, or the constructor throws (unix:// URLs only)
-  kResp,  ///< plain RESP SET/GET on any URL
-  // kVerbs: reserved for the RDMA transport (a seam in src/transport.h).
+  kAuto,   ///< verbs when both sides have an RDMA device (Options::rdma), else shm on a
+           ///< unix:// URL when the server offers KV.REGISTER SHM, else RESP
+  kShm,    ///< shm, or the constructor throws (unix:// URLs only)
+  kResp,   ///< plain RESP SET/GET on any URL
+  kVerbs,  ///< verbs (RDMA), or the constructor throws
 };
 
 struct Options {
@@ -65,6 +72,16 @@ struct Options {
   /// shm: the most a connection's staging buffer grows to, bytes. Plain-memory payloads
   /// larger than this go over RESP instead.
   size_t max_staging_bytes = size_t{256} << 20;
+  /// Whether kAuto may choose the verbs transport: probes this host's RDMA device once.
+  bool rdma = true;
+  /// RDMA device to open (empty: the first one), its port and GID table index (RoCE v2 often
+  /// needs an index other than 0).
+  std::string rdma_device;
+  uint8_t rdma_port = 1;
+  int rdma_gid_index = 0;
+  /// The libibverbs the verbs transport calls; null: the real one. Tests inject a fake NIC
+  /// (tests/fakes/fake_verbs.h). It must outlive the Client.
+  rdma::VerbsApi* verbs_api = nullptr;
   /// Password for AUTH (overrides one in the URL); `user` for AUTH user password.
   std::string user;
   std::string password;
@@ -121,7 +138,7 @@ class Client {
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
 
-  /// "shm" or "resp".
+  /// "verbs", "shm" or "resp".
   std::string_view transport() const;
 
   /// Stores `value` under `key`. Returns false only when `nx` is set and the key exists.
@@ -173,16 +190,17 @@ class Client {
   size_t batch_remove(std::span<const std::string_view> keys);
 
   /// `size` bytes of registered memory (zero-filled). On shm: a memfd mapping registered with
-  /// the server on each connection when first used (KV.REGISTER SHM), so puts from it and gets
-  /// into it move the bytes once. Throws Error(kUsage) for size 0, kConnection when the memory
+  /// the server on each connection when first used (KV.REGISTER SHM); on verbs: memory
+  /// registered with the NIC, then with each connection when first used (KV.REGISTER VERBS).
+  /// Either way puts from it and gets into it move the bytes once. Throws Error(kUsage) for size 0, kConnection when the memory
   /// cannot be made.
   Buffer alloc_buffer(size_t size);
   /// Makes caller memory [ptr, ptr+size) known to the client (not owned, not copied). Over
   /// shm the server cannot map arbitrary process memory, so transfers from and into it are
   /// staged through the connection's registered staging buffer (one more memcpy in the
-  /// client); `zero_copy()` is false. Use alloc_buffer for zero copy. (The verbs transport
-  /// would register it with the NIC instead.) The caller keeps the memory alive while the
-  /// Buffer is used.
+  /// client); `zero_copy()` is false. Use alloc_buffer for zero copy. On verbs the memory is
+  /// registered with the NIC instead, and is zero copy (unless the NIC refuses it). The
+  /// caller keeps the memory alive while the Buffer is used.
   Buffer register_buffer(void* ptr, size_t size);
 
  private:
