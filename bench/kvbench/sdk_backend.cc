@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -74,6 +75,15 @@ class SdkBackend : public Backend {
     std::memset(buffer_.data(), 0, buffer_.size());  // allocate the pages before any timing
     load_base_ = buffer_.data();
     store_base_ = load_base_ + slots * value_bytes;
+    // Connections and registration before the clock starts, as fast-raw does: a get of a key
+    // that does not exist registers the buffer on the pool connection (KV.REGISTER SHM), and
+    // a pinning lookup of it opens the lease connection (it finds nothing, so leases nothing).
+    const std::string absent = o.key_prefix + "@kvbench-warmup";
+    client_.get_into(absent, buffer_.span().first(value_bytes));
+    if (pin_) {
+      const std::string_view keys[] = {absent};
+      client_.prefix_match(keys, pin_ms_);
+    }
     loads_.reserve(slots);
     stores_.reserve(slots);
     views_.reserve(slots);
