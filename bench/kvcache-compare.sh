@@ -7,8 +7,10 @@
 #   redis          redis-server, maxmemory M, allkeys-lru, no persistence; --protocol resp
 #   stratakv-resp  stratakv-server, maxmemory M = memory.capacity M, allkeys-lru, SSD tier on
 #                  when the build has it; --protocol resp (TCP, like redis)
-#   stratakv-fast  the same server; --protocol fast (KV.PREFIX / KV.MGET / KV.MPUT over a memfd
-#                  segment on the Unix socket)
+#   stratakv-fast  the same server; --protocol fast: the C++ SDK on the Unix socket (KV.PREFIX /
+#                  KV.MGET / KV.MPUT from and into an alloc_buffer)
+#   stratakv-fast-raw  (only when named in TARGETS) --protocol fast-raw: the same commands
+#                  without the SDK, to separate the SDK's overhead from the server's cost
 # Workloads:
 #   conv-SIZE      conversations (shared system prompt, users with several rounds each) with
 #                  chunks of SIZE bytes (256 tokens x SIZE/256 bytes per token), as many users
@@ -36,7 +38,8 @@
 #                  1 = the recorded timestamps, about 17 minutes for the whole trace)
 #   STREAMS        concurrent request streams (default 4)
 #   THREADS        stratakv --threads (default nproc)
-#   TARGETS        subset of "redis stratakv-resp stratakv-fast"
+#   TARGETS        subset of "redis stratakv-resp stratakv-fast" (default all three), and/or
+#                  stratakv-fast-raw
 #   BENCH_ARGS     extra stratakv-bench arguments for every run
 #   REDIS_SERVER, REDIS_ARGS, STRATAKV_SERVER, STRATAKV_ARGS, SSD_ARGS (extra SSD options)
 #   BUILD_DIR      build tree with bin/stratakv-bench and bin/stratakv-server (default
@@ -195,13 +198,14 @@ run_bench() {
   local json=$JSON_DIR/$workload-$target.json proto=(--protocol resp)
   start_target "$target"
   [[ $target == stratakv-fast ]] && proto=(--protocol fast --unix "$SOCK")
+  [[ $target == stratakv-fast-raw ]] && proto=(--protocol fast-raw --unix "$SOCK")
   log "$workload on $target: stratakv-bench ${proto[*]} $*"
   if ! "$BENCH" --port "$PORT" "${proto[@]}" --streams "$STREAMS" --label "$workload/$target" \
          --json "$json" --progress lines --progress-secs 10 "$@" "${bench_extra[@]}" >"$WORK/$workload-$target.txt" 2>&1; then
     log "$workload on $target FAILED:"; tail -n 8 "$WORK/$workload-$target.txt" >&2; FAILED=1
   fi
   grep -E '^(requests|chunks|throughput|result)' "$WORK/$workload-$target.txt" | sed 's/^/    /' >&2 || true
-  [[ $target == stratakv-fast || $target == stratakv-resp ]] && redis-cli -p "$PORT" config get tiering.ssd.enabled >>"$WORK/ssd-config.txt" 2>&1
+  [[ $target == stratakv-* ]] && redis-cli -p "$PORT" config get tiering.ssd.enabled >>"$WORK/ssd-config.txt" 2>&1
   stop_server
   RUNS+=("$json")
 }

@@ -1,11 +1,17 @@
 // bench/kvbench/backend.h - how a request stream talks to the cache: one interface, one
-// connection per stream, two protocols.
+// connection per stream (plus the SDK's lease connection), three protocols.
 //
-//   resp   pipelined EXISTS (lookup), GET (load), SET (store) over TCP or a Unix socket; works
-//          against redis-server and any other Redis-protocol server
-//   fast   stratakv's fast path over the Unix socket (docs/fast-path.md): the stream's buffers
-//          live in one memfd segment registered with KV.REGISTER SHM; KV.PREFIX [PIN] (lookup),
-//          KV.MGET (load) and KV.MPUT (store) name slots of it, and the server copies the bytes
+//   resp      pipelined EXISTS (lookup), GET (load), SET (store) over TCP or a Unix socket;
+//             works against redis-server and any other Redis-protocol server
+//   fast      stratakv's fast path through the C++ SDK (clients/cpp, docs/sdk.md): one
+//             stratakv::Client per stream on the shm transport, the stream's buffers one
+//             Client::alloc_buffer; prefix_match (KV.PREFIX [PIN]), batch_get_into (KV.MGET),
+//             batch_put (KV.MPUT), unpin (KV.UNPIN); sdk_backend.cc
+//   fast-raw  the same fast path spoken directly over the Unix socket (docs/fast-path.md): the
+//             stream's buffers live in one memfd segment registered with KV.REGISTER SHM;
+//             KV.PREFIX [PIN], KV.MGET and KV.MPUT name slots of it, and the server copies the
+//             bytes; fast_backend.cc. Against `fast` it separates the SDK's overhead from the
+//             server's cost
 //
 // Each backend owns its stream's buffers: `slots()` load slots and as many store slots of
 // `value_bytes()` each, so a load lands where the caller checks it and a store sends what the
@@ -40,7 +46,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  /// "resp" or "fast".
+  /// "resp", "fast" or "fast-raw".
   virtual const char* name() const = 0;
   size_t slots() const { return slots_; }
   size_t value_bytes() const { return value_bytes_; }
@@ -50,14 +56,15 @@ class Backend {
   std::byte* store_slot(size_t i) const { return store_base_ + i * value_bytes_; }
 
   /// How many leading keys of the chain exist (keys 0..n-1 exist, key n does not). The fast
-  /// backend leases them (KV.PREFIX ... PIN) when --pin-ms is on.
+  /// backends lease them (KV.PREFIX ... PIN) when --pin-ms is on.
   virtual size_t lookup(std::span<const std::string> keys) = 0;
   /// Loads keys[i] into load slot i, for i < keys.size() <= slots(); one result per key.
   virtual void load(std::span<const std::string> keys, std::vector<KeyResult>& results) = 0;
   /// Stores store slot i under keys[i], for i < keys.size() <= slots(); one result per key.
   virtual void store(std::span<const std::string> keys, std::vector<KeyResult>& results) = 0;
-  /// The keys of the last lookup are loaded: the fast backend releases their leases
-  /// (KV.UNPIN, sent in front of the next command: no round trip of its own).
+  /// The keys of the last lookup are loaded: the fast backends release their leases
+  /// (KV.UNPIN; fast-raw sends it in front of the next command, no round trip of its own;
+  /// the SDK sends it on its lease connection, one round trip).
   virtual void release(std::span<const std::string> /*keys*/) {}
 
  protected:
@@ -70,9 +77,14 @@ class Backend {
 
 /// Connects one stream's backend for --protocol, with `slots` buffer slots per direction of
 /// `value_bytes` each (memory touched before it returns). Throws IoError when the server
-/// cannot be reached or refuses the setup (AUTH, KV.REGISTER).
+/// cannot be reached or refuses the setup (AUTH, KV.REGISTER), or for `fast` in a build
+/// without the SDK (bench/ configured on its own).
 std::unique_ptr<Backend> make_backend(const Options& o, size_t slots, size_t value_bytes);
+/// --protocol resp (resp_backend.cc).
 std::unique_ptr<Backend> make_resp_backend(const Options& o, size_t slots, size_t value_bytes);
+/// --protocol fast-raw: the fast path over raw sockets (fast_backend.cc).
 std::unique_ptr<Backend> make_fast_backend(const Options& o, size_t slots, size_t value_bytes);
+/// --protocol fast: the fast path through the C++ SDK (sdk_backend.cc).
+std::unique_ptr<Backend> make_sdk_backend(const Options& o, size_t slots, size_t value_bytes);
 
 }  // namespace kvbench

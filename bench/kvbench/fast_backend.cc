@@ -1,4 +1,4 @@
-// bench/kvbench/fast_backend.cc - the fast backend: stratakv's shm fast path spoken directly
+// bench/kvbench/fast_backend.cc - the fast-raw backend: stratakv's shm fast path spoken directly
 // (docs/fast-path.md). One Unix-socket connection per stream; the stream's load and store
 // slots are one memfd segment, handed to the server once with KV.REGISTER SHM (the file
 // descriptor travels with the command, SCM_RIGHTS). Lookups are KV.PREFIX (with PIN, so a hit
@@ -53,7 +53,7 @@ class FastBackend : public Backend {
     if (fd_ >= 0) ::close(fd_);
   }
 
-  const char* name() const override { return "fast"; }
+  const char* name() const override { return "fast-raw"; }
 
   size_t lookup(std::span<const std::string> keys) override {
     if (keys.empty()) return 0;

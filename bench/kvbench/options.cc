@@ -17,10 +17,12 @@ const char kUsage[] =
     "longest cached prefix, load the hit chunks, store the missing ones; N concurrent streams.\n"
     "\n"
     "server\n"
-    "  --protocol resp|fast   resp: pipelined EXISTS/GET/SET (any Redis server); fast: KV.PREFIX,\n"
-    "                         KV.MGET, KV.MPUT on a memfd segment over --unix (default resp)\n"
+    "  --protocol P           resp (default): pipelined EXISTS/GET/SET (any Redis server);\n"
+    "                         fast: the C++ SDK's shm fast path over --unix (KV.PREFIX, KV.MGET,\n"
+    "                         KV.MPUT from and into an alloc_buffer); fast-raw: the same commands\n"
+    "                         spoken directly on a memfd segment, no SDK\n"
     "  --host H --port P      TCP address (default 127.0.0.1:6379)\n"
-    "  --unix PATH            Unix socket (required by fast; resp uses it instead of TCP)\n"
+    "  --unix PATH            Unix socket (required by fast, fast-raw; resp uses it instead of TCP)\n"
     "  --password S           AUTH S first\n"
     "workload: conversations (default)\n"
     "  --users N (16) --rounds N (4)      users, and rounds per user (each round's prompt is the\n"
@@ -44,7 +46,7 @@ const char kUsage[] =
     "  --streams N (4)        concurrent request streams, one connection each\n"
     "  --batch N              chunks per pipelined batch and buffer slots per stream and\n"
     "                         direction (default: about 128 MiB worth, 1..64)\n"
-    "  --pin-ms MS (10000)    fast: KV.PREFIX ... PIN MS, KV.UNPIN after loading; --no-pin;\n"
+    "  --pin-ms MS (10000)    fast*: KV.PREFIX ... PIN MS, KV.UNPIN after loading; --no-pin;\n"
     "                         --no-unpin: leave the leases to expire\n"
     "  --verify sampled|full|none   check loaded chunks: header, stamps and samples (default),\n"
     "                         or every byte; --verify-full = --verify full\n"
@@ -115,6 +117,7 @@ Options parse_options(int argc, char** argv) {
       std::string v = next();
       if (v == "resp") o.protocol = Protocol::kResp;
       else if (v == "fast") o.protocol = Protocol::kFast;
+      else if (v == "fast-raw") o.protocol = Protocol::kFastRaw;
       else usage("bad --protocol: " + v);
     } else if (a == "--host") o.host = next();
     else if (a == "--port") o.port = static_cast<int>(num(1, 65535));
@@ -180,7 +183,7 @@ Options parse_options(int argc, char** argv) {
   }
   if (!o.gen.path.empty()) return o;
   if (o.mode == Mode::kTrace && o.trace_path.empty()) usage("--mode trace needs --trace FILE");
-  if (o.protocol == Protocol::kFast && o.unix_path.empty()) usage("--protocol fast needs --unix PATH");
+  if (o.fast_path() && o.unix_path.empty()) usage(std::string("--protocol ") + to_string(o.protocol) + " needs --unix PATH");
   const uint64_t bytes = o.chunk_bytes();
   if (bytes < 64 || bytes % 8 != 0 || bytes > (uint64_t{1} << 34))
     usage("a value must be a multiple of 8 bytes, 64 B to 16 GiB (got " + std::to_string(bytes) + ")");
@@ -191,7 +194,9 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-const char* to_string(Protocol p) { return p == Protocol::kFast ? "fast" : "resp"; }
+const char* to_string(Protocol p) {
+  return p == Protocol::kFast ? "fast" : p == Protocol::kFastRaw ? "fast-raw" : "resp";
+}
 const char* to_string(Mode m) { return m == Mode::kTrace ? "trace" : "conversation"; }
 const char* to_string(Verify v) {
   return v == Verify::kFull ? "full" : v == Verify::kSampled ? "sampled" : "none";

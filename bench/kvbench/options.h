@@ -8,7 +8,8 @@
 
 namespace kvbench {
 
-enum class Protocol { kResp, kFast };
+/// kFast: the fast path through the C++ SDK; kFastRaw: the same commands over raw sockets.
+enum class Protocol { kResp, kFast, kFastRaw };
 enum class Mode { kConversation, kTrace };
 enum class Verify { kNone, kSampled, kFull };
 enum class Progress { kAuto, kBar, kLines, kNone };
@@ -30,7 +31,7 @@ struct Options {
   Protocol protocol = Protocol::kResp;
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string unix_path;  ///< Unix socket: required by --protocol fast; optional for resp
+  std::string unix_path;  ///< Unix socket: required by the fast protocols; optional for resp
   std::string password;   ///< AUTH before anything else when set
 
   // Workload.
@@ -56,7 +57,7 @@ struct Options {
   // Execution.
   int streams = 4;
   uint64_t batch = 0;            ///< chunks per pipelined batch; 0 = auto (about 128 MiB)
-  bool pin = true;               ///< fast: KV.PREFIX ... PIN pin_ms
+  bool pin = true;               ///< fast, fast-raw: KV.PREFIX ... PIN pin_ms
   uint64_t pin_ms = 10000;
   bool unpin = true;             ///< fast, with pin: KV.UNPIN the prefix once it is loaded
   Verify verify = Verify::kSampled;
@@ -69,6 +70,9 @@ struct Options {
   double progress_secs = 5.0;    ///< plain progress lines, every this many seconds
 
   GenOptions gen;
+
+  /// True for the fast path (fast or fast-raw).
+  bool fast_path() const { return protocol != Protocol::kResp; }
 
   /// Bytes of one value (chunk or trace block).
   uint64_t chunk_bytes() const {

@@ -157,9 +157,9 @@ void print_report(std::FILE* out, const Options& o, const Summary& s) {
     std::fprintf(out, "              %-22s %8" PRIu64 " %9.3f %9.3f %9.3f %9.3f %9.3f\n", name, h.count(),
                  h.percentile_ms(0.5), h.percentile_ms(0.99), h.percentile_ms(0.999), h.max_ms(), h.mean_ms());
   };
-  row(o.protocol == Protocol::kFast ? "lookup (KV.PREFIX)" : "lookup (EXISTS x n)", s.lookup);
-  row(o.protocol == Protocol::kFast ? "load batch (KV.MGET)" : "load batch (GET x n)", s.load);
-  row(o.protocol == Protocol::kFast ? "store batch (KV.MPUT)" : "store batch (SET x n)", s.store);
+  row(o.fast_path() ? "lookup (KV.PREFIX)" : "lookup (EXISTS x n)", s.lookup);
+  row(o.fast_path() ? "load batch (KV.MGET)" : "load batch (GET x n)", s.load);
+  row(o.fast_path() ? "store batch (KV.MPUT)" : "store batch (SET x n)", s.store);
   row("prefix load / request", s.prefix_load);
   row("request", s.request);
   std::fprintf(out, "checks        %s: %" PRIu64 " of %" PRIu64 " loaded chunks checked byte by byte, %" PRIu64

@@ -7,7 +7,8 @@ own accounting rather than the server's speed:
   - a corrupted or truncated value makes the bench fail: mismatches > 0 and exit status 1.
 
 usage: kvbench_check.py MODE BENCH
-  MODE   resp | fast | trace | redis | mismatch
+  MODE   resp | fast | trace | redis | mismatch   (fast: --protocol fast, the SDK, and
+         --protocol fast-raw; mismatch: corruptions caught over resp and over fast)
   BENCH  the stratakv-bench binary
 environment: STRATAKV_SERVER (the server binary), REDIS_SERVER (redis mode; default
 redis-server on PATH: the test is skipped, status 77, when there is none).
@@ -137,8 +138,8 @@ def check_clean(report, name, min_hit_ratio):
              c["verified_full"]))
 
 
-def expect_mismatch(binary, server, kind):
-    report = bench(binary, server, "m", *CONVERSATION, "--repeat", "1", expect_rc=1)
+def expect_mismatch(binary, server, kind, *extra):
+    report = bench(binary, server, "m", *CONVERSATION, "--repeat", "1", *extra, expect_rc=1)
     c = report["counts"]
     if report["ok"] or c["mismatches"] < 1 or kind not in report["first_mismatch"]:
         fail("%r not caught: %s, first mismatch %r" % (kind, c, report["first_mismatch"]))
@@ -180,6 +181,11 @@ def main():
             check_clean(bench(binary, server, "fast", *CONVERSATION, *args), "fast", 0.5)
             check_clean(bench(binary, server, "fast-batch2", *CONVERSATION, *args, "--batch", "2",
                               "--no-pin"), "fast-batch2", 0.5)
+            # The direct wire-protocol backend (no SDK) reads what the SDK stored, and its own.
+            raw = ["--protocol", "fast-raw", "--unix", SOCK]
+            check_clean(bench(binary, server, "fast", *CONVERSATION, *raw), "fast-raw-after-fast", 0.99)
+            check_clean(bench(binary, server, "fast-raw", *CONVERSATION, *raw, "--batch", "2"),
+                        "fast-raw-batch2", 0.5)
             # What the fast path stored, RESP reads back byte-exact (one keyspace), and back.
             check_clean(bench(binary, server, "fast", *CONVERSATION, "--repeat", "1"), "resp-after-fast",
                         0.99)
@@ -211,6 +217,19 @@ def main():
             server.call("SET", keys[1], server.call("GET", keys[1])[:-8])
             expect_mismatch(binary, server, "length")
             check_clean(bench(binary, server, "m", *CONVERSATION, "--repeat", "1"), "m-repaired", 0.99)
+            # The same over the SDK (--protocol fast): a wrong byte, a short value, and a long
+            # one (the SDK reports the server's window error; the bench counts a wrong length).
+            fast = ["--protocol", "fast", "--unix", SOCK]
+            value = bytearray(server.call("GET", keys[0]))
+            value[len(value) // 3] ^= 0x80
+            server.call("SET", keys[0], bytes(value))
+            expect_mismatch(binary, server, "wrong byte at offset", *fast)
+            server.call("SET", keys[1], server.call("GET", keys[1])[:-8])
+            expect_mismatch(binary, server, "length", *fast)
+            server.call("SET", keys[1], server.call("GET", keys[1]) + b"12345678")
+            expect_mismatch(binary, server, "length", *fast)
+            check_clean(bench(binary, server, "m", *CONVERSATION, "--repeat", "1", *fast), "m-repaired-fast",
+                        0.99)
         else:
             fail("unknown mode " + mode)
     finally:
