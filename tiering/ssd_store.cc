@@ -1,0 +1,294 @@
+#include "tiering/ssd_store.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <optional>
+#include <unordered_map>
+
+#include "tiering/ssd_store_codec.h"
+
+namespace tiering {
+
+SsdStatus SsdStatus::from(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return {};
+  SsdStatus r;
+  if (s.IsNotFound()) r.code = Code::kNotFound;
+  else if (s.IsNoSpace()) r.code = Code::kNoSpace;
+  else if (s.IsCorruption()) r.code = Code::kCorruption;
+  else if (s.IsBusy() || s.IsTryAgain() || s.IsIncomplete()) r.code = Code::kBusy;
+  else if (s.IsInvalidArgument() || s.IsNotSupported()) r.code = Code::kInvalid;
+  else r.code = Code::kIoError;
+  r.message = std::string(what) + ": " + s.ToString();
+  return r;
+}
+
+namespace {
+
+using ssd_codec::Header;
+
+// RocksDB encodes lengths as 32-bit varints: a value must be below 4 GiB.
+constexpr uint64_t kMaxValueSize = 0xFFFFFFFFull - 64;
+
+std::optional<rocksdb::CompressionType> compression_of(std::string_view name) {
+  if (name == "none" || name.empty()) return rocksdb::kNoCompression;
+  if (name == "snappy") return rocksdb::kSnappyCompression;
+  if (name == "lz4") return rocksdb::kLZ4Compression;
+  if (name == "zstd") return rocksdb::kZSTD;
+  return std::nullopt;
+}
+
+rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
+
+}  // namespace
+
+SsdStore::SsdStore(SsdOptions options) : options_(std::move(options)) {}
+
+SsdStore::~SsdStore() {
+  if (db_ == nullptr) return;
+  for (auto* h : {data_, meta_, order_})
+    if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
+  db_->Close();
+  delete db_;
+}
+
+std::unique_ptr<SsdStore> SsdStore::open(const SsdOptions& options, SsdStatus* status) {
+  std::unique_ptr<SsdStore> store(new SsdStore(options));
+  SsdStatus st = store->open_db(!options.recover);
+  if (st.ok()) st = store->load_counters();
+  if (status != nullptr) *status = st;
+  if (!st.ok()) return nullptr;
+  return store;
+}
+
+SsdStatus SsdStore::open_db(bool wipe) {
+  const auto compression = compression_of(options_.compression);
+  if (!compression)
+    return {SsdStatus::Code::kInvalid,
+            "unknown compression '" + options_.compression + "' (none, snappy, lz4, zstd)"};
+  if (options_.path.empty()) return {SsdStatus::Code::kInvalid, "empty path"};
+
+  rocksdb::DBOptions db;
+  db.create_if_missing = true;
+  db.create_missing_column_families = true;
+  db.atomic_flush = true;           // the three families flush together: consistent without WAL
+  db.max_background_jobs = 2;       // one flush, one compaction: the server owns the cores
+  db.bytes_per_sync = 1 << 20;      // smooth write-back instead of bursts at file close
+  db.wal_bytes_per_sync = 1 << 20;
+  db.max_total_wal_size = 4 * options_.write_buffer_size;
+  db.use_direct_reads = options_.direct_reads;
+  db.keep_log_file_num = 2;         // RocksDB's own LOG files
+  db.max_log_file_size = 8 << 20;
+  db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db.avoid_unnecessary_blocking_io = true;
+
+  cache_ = rocksdb::NewLRUCache(32 << 20);
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache_;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.cache_index_and_filter_blocks = false;
+
+  rocksdb::ColumnFamilyOptions data;
+  data.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  data.compression = *compression;
+  data.write_buffer_size = options_.write_buffer_size;
+  data.max_write_buffer_number = 3;
+  data.level_compaction_dynamic_level_bytes = true;
+  data.enable_blob_files = options_.enable_blob_files;
+  data.min_blob_size = options_.min_blob_size;
+  data.blob_file_size = 256 << 20;
+  data.blob_compression_type = *compression;
+  data.enable_blob_garbage_collection = true;
+  data.blob_garbage_collection_age_cutoff = 0.25;
+
+  rocksdb::ColumnFamilyOptions small;
+  small.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  small.compression = rocksdb::kNoCompression;
+  small.write_buffer_size = 8 << 20;
+  small.level_compaction_dynamic_level_bytes = true;
+
+  rocksdb::Options all(db, data);
+  if (wipe) {
+    rocksdb::Status s = rocksdb::DestroyDB(options_.path, all);
+    if (!s.ok()) return SsdStatus::from(s, "wipe " + options_.path);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.path, ec);
+  if (ec)
+    return {SsdStatus::Code::kIoError, "create " + options_.path + ": " + ec.message()};
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, data}, {"meta", small}, {"order", small}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::Open(db, options_.path, families, &handles, &db_);
+  if (!s.ok()) {
+    db_ = nullptr;
+    return SsdStatus::from(s, "open " + options_.path);
+  }
+  data_ = handles[0];
+  meta_ = handles[1];
+  order_ = handles[2];
+  return {};
+}
+
+SsdStatus SsdStore::load_counters() {
+  uint64_t bytes = 0, records = 0, max_seq = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    Header h;
+    if (!ssd_codec::decode(it->value(), &h)) continue;
+    bytes += it->key().size() + h.size;
+    ++records;
+    max_seq = std::max(max_seq, h.seq);
+  }
+  if (!it->status().ok()) return SsdStatus::from(it->status(), "scan meta");
+  it.reset(db_->NewIterator(rocksdb::ReadOptions(), order_));
+  it->SeekToLast();
+  if (it->Valid() && it->key().size() == 8)
+    max_seq = std::max(max_seq, ssd_codec::decode_seq(it->key()));
+  std::lock_guard lock(write_mu_);
+  next_seq_ = max_seq + 1;
+  live_bytes_ = bytes;
+  live_records_ = records;
+  return {};
+}
+
+bool SsdStore::header_of(std::string_view key, uint64_t* seq, int64_t* expire, uint64_t* size) {
+  rocksdb::PinnableSlice v;
+  if (!db_->Get(rocksdb::ReadOptions(), meta_, slice(key), &v).ok()) return false;
+  Header h;
+  if (!ssd_codec::decode(v, &h)) return false;
+  *seq = h.seq;
+  *expire = h.expire_ms;
+  *size = h.size;
+  return true;
+}
+
+SsdStatus SsdStore::write(const SsdBatch& batch) {
+  if (batch.empty()) return {};
+  std::lock_guard lock(write_mu_);
+  try {
+    // What each touched key holds as the batch proceeds (nullopt: absent).
+    std::unordered_map<std::string_view, std::optional<Header>> state;
+    auto current = [&](const std::string& key) -> std::optional<Header>& {
+      auto [it, inserted] = state.try_emplace(key);
+      if (inserted) {
+        Header h;
+        if (header_of(key, &h.seq, &h.expire_ms, &h.size)) it->second = h;
+      }
+      return it->second;
+    };
+    rocksdb::WriteBatch wb;
+    int64_t bytes = 0, records = 0;
+    uint64_t seq = next_seq_;
+    for (const SsdBatch::Op& op : batch.ops()) {
+      std::optional<Header>& cur = current(op.key);
+      switch (op.kind) {
+        case SsdBatch::Op::kPut: {
+          if (op.bytes.size() > kMaxValueSize)
+            return {SsdStatus::Code::kInvalid, "write: value of " +
+                                                   std::to_string(op.bytes.size()) +
+                                                   " bytes is too large for RocksDB"};
+          if (cur) {
+            wb.Delete(order_, slice(ssd_codec::encode_seq(cur->seq)));
+            bytes -= static_cast<int64_t>(op.key.size() + cur->size);
+            --records;
+          }
+          Header h{seq++, op.expire_ms, op.bytes.size()};
+          wb.Put(data_, slice(op.key),
+                 rocksdb::Slice(reinterpret_cast<const char*>(op.bytes.data()), op.bytes.size()));
+          wb.Put(meta_, slice(op.key), slice(ssd_codec::encode(h)));
+          wb.Put(order_, slice(ssd_codec::encode_seq(h.seq)), slice(op.key));
+          bytes += static_cast<int64_t>(op.key.size() + h.size);
+          ++records;
+          cur = h;
+          break;
+        }
+        case SsdBatch::Op::kRemove:
+          if (!cur) break;
+          wb.Delete(data_, slice(op.key));
+          wb.Delete(meta_, slice(op.key));
+          wb.Delete(order_, slice(ssd_codec::encode_seq(cur->seq)));
+          bytes -= static_cast<int64_t>(op.key.size() + cur->size);
+          --records;
+          cur.reset();
+          break;
+        case SsdBatch::Op::kExpire:
+          if (!cur) break;
+          cur->expire_ms = op.expire_ms;
+          wb.Put(meta_, slice(op.key), slice(ssd_codec::encode(*cur)));
+          break;
+      }
+    }
+    if (wb.Count() == 0) return {};
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    wo.disableWAL = !options_.wal;
+    rocksdb::Status s = db_->Write(wo, &wb);
+    if (!s.ok()) return SsdStatus::from(s, "write");
+    next_seq_ = seq;
+    live_bytes_.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
+    live_records_.fetch_add(static_cast<uint64_t>(records), std::memory_order_relaxed);
+    return {};
+  } catch (const std::bad_alloc&) {
+    return {SsdStatus::Code::kNoMemory, "write: out of memory building the batch"};
+  }
+}
+
+SsdStatus SsdStore::remove(std::string_view key) {
+  SsdBatch b;
+  b.remove(key);
+  return write(b);
+}
+
+SsdStatus SsdStore::read(std::string_view key,
+                         const std::function<std::span<std::byte>(size_t)>& alloc, size_t* size) {
+  rocksdb::PinnableSlice v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_, slice(key), &v);
+  if (!s.ok()) return SsdStatus::from(s, "read");
+  *size = v.size();
+  std::span<std::byte> out = alloc(v.size());
+  if (out.size() < v.size() || (out.data() == nullptr && v.size() != 0))
+    return {SsdStatus::Code::kNoMemory,
+            "read: no memory for a value of " + std::to_string(v.size()) + " bytes"};
+  if (v.size() != 0) std::memcpy(out.data(), v.data(), v.size());
+  return {};
+}
+
+SsdStatus SsdStore::flush() {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  rocksdb::Status s = db_->Flush(fo, {data_, meta_, order_});
+  if (s.ok() && options_.wal) s = db_->FlushWAL(true);
+  return SsdStatus::from(s, "flush");
+}
+
+uint64_t SsdStore::disk_bytes() const {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(options_.path, ec)) {
+    std::error_code fe;
+    if (e.is_regular_file(fe)) total += e.file_size(fe);
+  }
+  return total;
+}
+
+SsdMemory SsdStore::memory() const {
+  SsdMemory m;
+  uint64_t v = 0;
+  if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &v))
+    m.memtables = v;
+  if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateTableReadersMem, &v))
+    m.table_readers = v;
+  if (cache_) m.block_cache = cache_->GetUsage();
+  return m;
+}
+
+}  // namespace tiering
