@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -12,6 +13,7 @@ namespace rdma {
 namespace {
 std::atomic<uint64_t> next_id{1};
 std::atomic<uint64_t> live{0};
+std::atomic<uint64_t> live_bytes_total{0};
 }  // namespace
 
 SegmentTable::~SegmentTable() {
@@ -42,6 +44,7 @@ uint64_t SegmentTable::add_shm(int fd, uint64_t length, std::string& error) {
   segments_.emplace(s.id, s);
   bytes_ += length;
   live.fetch_add(1, std::memory_order_relaxed);
+  live_bytes_total.fetch_add(length, std::memory_order_relaxed);
   return s.id;
 }
 
@@ -55,6 +58,7 @@ uint64_t SegmentTable::add_verbs(uint64_t remote_addr, uint64_t length, uint32_t
   segments_.emplace(s.id, s);
   bytes_ += length;
   live.fetch_add(1, std::memory_order_relaxed);
+  live_bytes_total.fetch_add(length, std::memory_order_relaxed);
   return s.id;
 }
 
@@ -63,6 +67,7 @@ bool SegmentTable::remove(uint64_t id) {
   if (it == segments_.end()) return false;
   if (it->second.kind == SegmentKind::kShm) munmap(it->second.base, it->second.length);
   bytes_ -= it->second.length;
+  live_bytes_total.fetch_sub(it->second.length, std::memory_order_relaxed);
   segments_.erase(it);
   live.fetch_sub(1, std::memory_order_relaxed);
   return true;
@@ -101,12 +106,15 @@ bool SegmentTable::resolve(std::span<const Descriptor> sgl, std::vector<iovec>& 
 }
 
 uint64_t SegmentTable::live_segments() { return live.load(std::memory_order_relaxed); }
+uint64_t SegmentTable::live_bytes() { return live_bytes_total.load(std::memory_order_relaxed); }
 
 void scatter(std::span<const std::byte> src, std::span<const iovec> dst) {
   size_t at = 0;
   for (const iovec& v : dst) {
-    std::memcpy(v.iov_base, src.data() + at, v.iov_len);
-    at += v.iov_len;
+    const size_t n = std::min(v.iov_len, src.size() - at);
+    if (n == 0) break;
+    std::memcpy(v.iov_base, src.data() + at, n);
+    at += n;
   }
 }
 

@@ -77,13 +77,16 @@ class SegmentTable {
 
   /// Segments registered in the whole process (INFO fastpath_segments).
   static uint64_t live_segments();
+  /// Bytes of the segments registered in the whole process.
+  static uint64_t live_bytes();
 
  private:
   std::map<uint64_t, Segment> segments_;
   uint64_t bytes_ = 0;
 };
 
-/// Copies `src` into the pieces of `dst` in order; `src.size()` must equal their total.
+/// Copies `src` into the pieces of `dst` in order, from the first piece on, until `src` is
+/// exhausted; `src.size()` must not exceed the pieces' total.
 void scatter(std::span<const std::byte> src, std::span<const iovec> dst);
 /// Copies the pieces of `src` in order into `dst`; `dst.size()` must equal their total.
 void gather(std::span<const iovec> src, std::span<std::byte> dst);

@@ -54,6 +54,12 @@ const std::vector<Spec>& specs() {
       // of maxmemory (Mooncake Store's eviction_high_watermark_ratio; docs/eviction.md).
       {Key::kEvictionHighWatermark, "eviction.high_watermark", Type::kFraction, "0.95", true},
       {Key::kEvictionLowWatermark, "eviction.low_watermark", Type::kFraction, "0.90", true},
+      // Redis's LFU tuning (redis.conf: lfu-log-factor, lfu-decay-time in minutes).
+      {Key::kLfuLogFactor, "lfu-log-factor", Type::kInt, "10", true, 0, INT32_MAX},
+      {Key::kLfuDecayTime, "lfu-decay-time", Type::kInt, "1", true, 0, INT32_MAX},
+      // The longest a lease (KV.PREFIX ... PIN) keeps a key from eviction, in ms: Mooncake
+      // Store's default_kv_lease_ttl. Bounded so no client can pin memory for ever.
+      {Key::kLeaseTtl, "lease.ttl", Type::kInt, "10000", true, 1, 86'400'000},
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},

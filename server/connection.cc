@@ -1,6 +1,10 @@
 #include "server/connection.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <asio/experimental/as_tuple.hpp>
+#include <cstring>
 
 #include "server/family.h"
 #include "server/log.h"
@@ -32,18 +36,60 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
   authenticated = server_.config().num(Key::kRequirePass) == 0;
 }
 
-Connection::~Connection() = default;
+Connection::~Connection() {
+  for (int fd : passed_fds) ::close(fd);
+}
+
+asio::awaitable<std::pair<asio::error_code, size_t>> Connection::read_some(std::span<char> buf) {
+  auto token = asio::experimental::as_tuple(asio::use_awaitable);
+  if (!is_unix_) {
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf.data(), buf.size()), token);
+    co_return std::pair{ec, n};
+  }
+  // The kernel delivers passed descriptors only to a recvmsg with room for them (a plain read
+  // closes them), so the Unix socket is read with recvmsg: try, and wait only when empty.
+  constexpr size_t kMaxFds = 8;  // per message; a client passes one per KV.REGISTER
+  constexpr size_t kMaxPending = 64;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  for (;;) {
+    iovec iov{buf.data(), buf.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n >= 0) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          if (passed_fds.size() < kMaxPending) passed_fds.push_back(fd);
+          else ::close(fd);  // a client passing descriptors it never claims gets no more
+        }
+      }
+      if (n == 0) co_return std::pair{asio::error_code(asio::error::eof), size_t{0}};
+      co_return std::pair{asio::error_code(), static_cast<size_t>(n)};
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      co_return std::pair{asio::error_code(errno, asio::system_category()), size_t{0}};
+    auto [ec] = co_await socket_.async_wait(Socket::wait_read, token);
+    if (ec) co_return std::pair{ec, size_t{0}};
+  }
+}
 
 resp::LargeBulk Connection::allocate_bulk(size_t len) {
   // A header only promises bytes: its buffer must not push other keys out. So the value's
-  // block is taken from the region only while that keeps used memory under the eviction
-  // watermark, and never by evicting; otherwise the parser stages the bulk on the heap and
-  // the command allocates (and evicts, if need be) once the bytes are all here.
-  const tiering::EvictionOptions eviction = server_.evictor().options();
-  const double share = eviction.policy == tiering::EvictionPolicy::kNoEviction
-                           ? 1.0
-                           : eviction.high_watermark;
-  if (server_.used_memory_now() + len > share * server_.memory_limit()) return {};
+  // block is taken from the region only while memory, counting every promise in flight,
+  // stays within maxmemory, and never by evicting; otherwise the parser stages the bulk on
+  // the heap (one more copy) and the command allocates (and evicts, if need be) once the
+  // bytes are all here. Under steady eviction, used memory sits between the watermarks, so the
+  // headroom above the high watermark keeps typical values on the one-copy path.
+  const uint64_t promised = server_.stats().reserved_bulk_bytes.load(std::memory_order_relaxed);
+  if (server_.used_memory_now() + promised + len > server_.memory_limit()) return {};
   tiering::ValueRef value = server_.allocate_value(len, 0, /*may_evict=*/false);
   if (!value) return {};
   char* data = value->data();
@@ -128,7 +174,6 @@ asio::awaitable<bool> Connection::flush() {
 }
 
 asio::awaitable<void> Connection::run() {
-  auto token = asio::experimental::as_tuple(asio::use_awaitable);
   Config& config = server_.config();
   size_t pos = 0, have = 0;
   int64_t batch_ms = 0;  // wall clock of the batch: one clock read per read, not per command
@@ -177,13 +222,12 @@ asio::awaitable<void> Connection::run() {
     pos = have = 0;
     std::span<char> window = parser_.large_bulk_window();
     if (!window.empty()) {
-      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(window.data(), window.size()),
-                                                      token);
+      auto [ec, n] = co_await read_some(window);
       if (ec) break;
       parser_.commit_large_bulk(n);
       WorkerStats::bump(worker_.stats.net_in, n);
     } else {
-      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(rbuf_), token);
+      auto [ec, n] = co_await read_some(rbuf_);
       if (ec) break;
       have = n;
       WorkerStats::bump(worker_.stats.net_in, n);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "resp/parser.h"
 #include "resp/writer.h"
+#include "rdma/segment.h"
 #include "server/command.h"
 
 namespace server {
@@ -51,6 +53,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Session state, changed by commands on this connection's own thread.
   bool authenticated = false;
   bool no_evict = false;
+  /// Client memory registered by KV.REGISTER; unmapped when the connection closes.
+  rdma::SegmentTable segments;
+  /// File descriptors received with SCM_RIGHTS (Unix socket), oldest first, each waiting for
+  /// the KV.REGISTER SHM that claims it; the rest are closed with the connection.
+  std::deque<int> passed_fds;
   /// RESP protocol version of replies (2 or 3).
   int protocol() const { return writer_.protocol(); }
   void set_protocol(int v) {
@@ -73,6 +80,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   asio::awaitable<void> run();
   asio::awaitable<bool> flush();
+  /// Reads what the socket has into `buf` (at least one byte, or an error). On the Unix socket
+  /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
+  asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
   resp::LargeBulk allocate_bulk(size_t len);
 
   Server& server_;

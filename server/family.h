@@ -3,7 +3,7 @@
 // One file per family registers its commands (`register_*_family`), each one table entry:
 // string_family.cc (strings), keyspace_family.cc (generic key commands and expiry),
 // connection_family.cc (PING, AUTH, HELLO, CLIENT, ...), server_family.cc (INFO, CONFIG,
-// COMMAND, SLOWLOG, ...), memory_family.cc (MEMORY).
+// COMMAND, SLOWLOG, ...), memory_family.cc (MEMORY), kv_family.cc (the fast path, KV.*).
 #pragma once
 
 #include <initializer_list>
@@ -20,6 +20,7 @@ void register_keyspace_family(CommandTable& table);
 void register_connection_family(CommandTable& table);
 void register_server_family(CommandTable& table);
 void register_memory_family(CommandTable& table);
+void register_kv_family(CommandTable& table);
 
 /// A container's HELP reply, as Redis's addReplyHelp: the header line, `lines`, then HELP.
 void reply_help(CommandContext& ctx, std::string_view container,

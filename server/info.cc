@@ -1,5 +1,6 @@
 // server/info.cc - the INFO text (Redis 7.0 field names and layout), built from the server's live
 // state. (COMMAND INFO/DOCS, also declared in info.h, are in command_docs.cc.)
+#include "rdma/segment.h"
 #include "server/info.h"
 
 #include <sys/resource.h>
@@ -249,6 +250,14 @@ void section_keyspace(Server& srv, int64_t, std::string* s) {
             ",expires=" + std::to_string(srv.keyspace().volatile_size()) + ",avg_ttl=0\r\n");
 }
 
+void section_fastpath(Server& srv, int64_t now_ms, std::string* s) {
+  field(s, "fastpath_segments", rdma::SegmentTable::live_segments());
+  field(s, "fastpath_segment_bytes", rdma::SegmentTable::live_bytes());
+  field(s, "leased_keys", srv.keyspace().lease_count(now_ms));
+  field(s, "kv_put_bytes", srv.stats().kv_put_bytes.load());
+  field(s, "kv_get_bytes", srv.stats().kv_get_bytes.load());
+}
+
 struct SectionDef {
   const char* name;   // as INFO <section> asks for it
   const char* title;  // as the "# Title" line shows it
@@ -265,6 +274,7 @@ constexpr SectionDef kSections[] = {
     {"replication", "Replication", section_replication},
     {"cpu", "CPU", section_cpu},
     {"cluster", "Cluster", section_cluster},
+    {"fastpath", "Fastpath", section_fastpath},
     {"keyspace", "Keyspace", section_keyspace},
 };
 

@@ -335,7 +335,8 @@ void cmd_object_encoding(CommandContext& ctx) {
 void cmd_object_freq(CommandContext& ctx) {
   with_object(ctx, [&](const Entry& e) {
     if (!lfu_policy(ctx)) return ctx.out.error(err::kLfuNotSelected);
-    ctx.out.integer(tiering::lfu_decay(e.lfu, e.lfu_minutes, ctx.now_ms, 1));
+    ctx.out.integer(tiering::lfu_decay(e.lfu, e.lfu_minutes, ctx.now_ms,
+                                      tiering::lfu_params.decay_minutes.load()));
   });
 }
 

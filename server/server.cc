@@ -165,7 +165,8 @@ tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_
   // the freed extents may not be contiguous), else the caller replies OOM.
   for (int tries = 0; !v && may_evict && tries < 8; ++tries) {
     stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
-    const size_t need = std::max(size, capacity) + tiering::Value::kHeaderSize;
+    const size_t cap = std::max(size, capacity);
+    const size_t need = cap + tiering::Value::region_overhead(cap);
     if (!evictor_.make_room(need, true, tiering::now_ms())) break;
     v = tiering::ValueRef::allocate(size, capacity);
   }
@@ -180,6 +181,10 @@ void Server::sync_eviction_options() {
   o.maxmemory = memory_limit();
   o.high_watermark = config_.fraction(Key::kEvictionHighWatermark);
   o.low_watermark = std::min(config_.fraction(Key::kEvictionLowWatermark), o.high_watermark);
+  o.lfu_decay_minutes = static_cast<int>(config_.num(Key::kLfuDecayTime));
+  tiering::lfu_params.decay_minutes.store(o.lfu_decay_minutes, std::memory_order_relaxed);
+  tiering::lfu_params.log_factor.store(static_cast<int>(config_.num(Key::kLfuLogFactor)),
+                                       std::memory_order_relaxed);
   evictor_.set_options(o);
 }
 

@@ -61,6 +61,8 @@ struct ServerStats {
   std::atomic<uint64_t> value_alloc_failures{0};  ///< values the region could not fit
   std::atomic<uint64_t> reserved_bulk_bytes{0};   ///< large bulks allocated, not yet complete
   std::atomic<uint64_t> ops_per_sec{0};           ///< instantaneous_ops_per_sec
+  std::atomic<uint64_t> kv_put_bytes{0};          ///< bytes copied in by KV.PUT/KV.MPUT
+  std::atomic<uint64_t> kv_get_bytes{0};          ///< bytes copied out by KV.GET/KV.MGET
 };
 
 class Server {

@@ -2,6 +2,7 @@
 // milliseconds and Redis's LFU counter (evict.c: LFULogIncr, LFUDecrAndReturn).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace tiering {
@@ -18,6 +19,15 @@ inline uint64_t lru_idle_ms(uint32_t clock, int64_t now_ms) {
 inline constexpr uint8_t kLfuInitVal = 5;
 /// Redis's lfu-log-factor default: about a million hits saturate the counter.
 inline constexpr int kLfuLogFactor = 10;
+
+/// The process's lfu-log-factor and lfu-decay-time (minutes), set from the config (Redis's
+/// keys of the same names) and read on every access. Relaxed atomics: a change applies to the
+/// accesses after it, in any thread.
+struct LfuParams {
+  std::atomic<int> log_factor{kLfuLogFactor};
+  std::atomic<int> decay_minutes{1};
+};
+inline LfuParams lfu_params;
 
 /// Minutes modulo 2^16, the LFU decay clock.
 inline uint16_t lfu_minutes(int64_t now_ms) { return static_cast<uint16_t>(now_ms / 60000); }

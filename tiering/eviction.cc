@@ -26,9 +26,8 @@ constexpr size_t kPoolSize = 16;  // Redis's EVPOOL_SIZE
 
 }  // namespace
 
-Evictor::Evictor(Keyspace& ks, std::function<uint64_t()> used,
-                 std::function<bool(Shard&, std::string_view, int64_t)> pinned)
-    : ks_(ks), used_(std::move(used)), pinned_(std::move(pinned)) {}
+Evictor::Evictor(Keyspace& ks, std::function<uint64_t()> used)
+    : ks_(ks), used_(std::move(used)) {}
 
 Evictor::~Evictor() { stop(); }
 
@@ -109,7 +108,7 @@ uint64_t Evictor::evict_ttl(int64_t now) {
     Shard& shard = ks_.shard(i);
     std::lock_guard lock(shard.mu);
     const Shard::Item* item = shard.soonest_expiring();
-    if (item && item->second.expire_ms < best_deadline && !(pinned_ && pinned_(shard, item->key(), now))) {
+    if (item && item->second.expire_ms < best_deadline && !shard.leased(item, now)) {
       best_deadline = item->second.expire_ms;
       best_shard = i;
       best_key = std::string(item->key());
@@ -135,7 +134,7 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
         if (!volatile_only || pick->second.expire_ms != 0) item = pick;
       }
       if (item == nullptr && volatile_only) item = shard.soonest_expiring();
-      if (item == nullptr || (pinned_ && pinned_(shard, item->key(), now))) continue;
+      if (item == nullptr || shard.leased(item, now)) continue;
       key = std::string(item->key());
     }
     if (uint64_t freed = evict_key(i, key, volatile_only, now)) return freed;
@@ -152,9 +151,10 @@ uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
     for (size_t i = 0; i < ks_.shard_count(); ++i) {
       Shard& shard = ks_.shard(i);
       std::lock_guard lock(shard.mu);
-      for (const auto& [key, e] : shard.map()) {
+      for (const Shard::Item& item : shard.map()) {
+        const auto& [key, e] = item;
         if (volatile_only && e.expire_ms == 0) continue;
-        if (pinned_ && pinned_(shard, key, now)) continue;
+        if (shard.leased(&item, now)) continue;
         uint64_t s = score(e, o, now);
         if (!found || s > best.score) {
           best = {s, i, std::string(key)};
@@ -186,7 +186,7 @@ void Evictor::fill_pool(const EvictionOptions& o, int64_t now) {
     if (shard.size() == 0) continue;
     const Shard::Item* item = shard.map().random_node(rng_);
     if (volatile_only && item->second.expire_ms == 0) continue;
-    if (pinned_ && pinned_(shard, item->key(), now)) continue;
+    if (shard.leased(item, now)) continue;
     offer({score(item->second, o, now), i, std::string(item->key())});
   }
 }
@@ -211,7 +211,7 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
     std::lock_guard lock(shard.mu);
     Shard::Item* item = shard.find(key, now);
     if (item == nullptr || (volatile_only && item->second.expire_ms == 0)) return 0;
-    if (pinned_ && pinned_(shard, key, now)) return 0;
+    if (shard.leased(item, now)) return 0;
     victim = std::move(item->second.value);
     shard.erase(item);
   }

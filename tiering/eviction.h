@@ -61,9 +61,8 @@ class Evictor {
  public:
   /// `used` returns the used memory that maxmemory limits, in bytes (called once per eviction
   /// pass; the evictor then counts the bytes of the values it unlinks).
-  /// `pinned` says whether a key is pinned by a lease and must be skipped (may be empty).
-  Evictor(Keyspace& ks, std::function<uint64_t()> used,
-          std::function<bool(Shard&, std::string_view key, int64_t now)> pinned = {});
+  /// Keys under a lease (Shard::lease) are skipped.
+  Evictor(Keyspace& ks, std::function<uint64_t()> used);
   ~Evictor();
 
   void set_options(const EvictionOptions& o);
@@ -110,7 +109,6 @@ class Evictor {
 
   Keyspace& ks_;
   std::function<uint64_t()> used_;
-  std::function<bool(Shard&, std::string_view, int64_t)> pinned_;
 
   mutable std::mutex options_mu_;
   EvictionOptions options_;

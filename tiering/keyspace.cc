@@ -24,7 +24,9 @@ static void touch(Entry& e, int64_t now) {
   state ^= state << 17;
   const double r = static_cast<double>(state >> 11) * 0x1.0p-53;
   e.access = lru_clock(now);
-  e.lfu = lfu_increment(lfu_decay(e.lfu, e.lfu_minutes, now, 1), kLfuLogFactor, r);
+  const int decay = lfu_params.decay_minutes.load(std::memory_order_relaxed);
+  const int factor = lfu_params.log_factor.load(std::memory_order_relaxed);
+  e.lfu = lfu_increment(lfu_decay(e.lfu, e.lfu_minutes, now, decay), factor, r);
   e.lfu_minutes = lfu_minutes(now);
 }
 
@@ -81,7 +83,50 @@ void Shard::set_expire(Item* item, int64_t expire_ms) {
 
 void Shard::erase(Item* item) {
   if (item->second.expire_ms != 0) expiry_.erase({item->second.expire_ms, item});
+  if (item->second.flags & kEntryLeased) leases_.erase(item);
   map_.erase(item);
+}
+
+void Shard::lease(Item* item, int64_t until_ms) {
+  Entry& e = item->second;
+  if (e.flags & kEntryLeased) {
+    int64_t& until = leases_[item];
+    until = std::max(until, until_ms);
+  } else {
+    e.flags |= kEntryLeased;
+    leases_[item] = until_ms;
+  }
+}
+
+bool Shard::leased(const Item* item, int64_t now) const {
+  if (!(item->second.flags & kEntryLeased)) return false;
+  auto it = leases_.find(item);
+  return it != leases_.end() && it->second > now;
+}
+
+bool Shard::unlease(Item* item, int64_t now) {
+  if (!(item->second.flags & kEntryLeased)) return false;
+  const bool was = leased(item, now);
+  leases_.erase(item);
+  item->second.flags &= ~kEntryLeased;
+  return was;
+}
+
+void Shard::prune_leases(int64_t now) {
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second > now) {
+      ++it;
+      continue;
+    }
+    const_cast<Item*>(it->first)->second.flags &= ~kEntryLeased;
+    it = leases_.erase(it);
+  }
+}
+
+size_t Shard::lease_count(int64_t now) const {
+  size_t n = 0;
+  for (const auto& [item, until] : leases_) n += until > now;
+  return n;
 }
 
 bool Shard::erase(std::string_view key, int64_t now) {
@@ -96,6 +141,7 @@ size_t Shard::expire_due(int64_t now, size_t budget) {
   while (removed < budget && !expiry_.empty() && expiry_.begin()->first <= now) {
     Item* item = expiry_.begin()->second;
     expiry_.erase(expiry_.begin());
+    if (item->second.flags & kEntryLeased) leases_.erase(item);
     map_.erase(item);
     ++removed;
   }
@@ -105,6 +151,7 @@ size_t Shard::expire_due(int64_t now, size_t budget) {
 
 Shard::Map Shard::take_all() {
   expiry_.clear();
+  leases_.clear();
   return std::exchange(map_, Map());
 }
 
@@ -145,6 +192,15 @@ size_t Keyspace::size() {
   return n;
 }
 
+size_t Keyspace::lease_count(int64_t now) {
+  size_t n = 0;
+  for (auto& s : shards_) {
+    std::lock_guard lock(s->mu);
+    n += s->lease_count(now);
+  }
+  return n;
+}
+
 size_t Keyspace::volatile_size() {
   size_t n = 0;
   for (auto& s : shards_) {
@@ -169,6 +225,7 @@ size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {
   for (auto& s : shards_) {
     std::lock_guard lock(s->mu);
     removed += s->expire_due(now, budget_per_shard);
+    s->prune_leases(now);
   }
   return removed;
 }

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,7 +46,12 @@ struct Entry {
   uint32_t access = 0;       ///< last access: lru_clock() (ms; OBJECT IDLETIME, LRU eviction)
   uint16_t lfu_minutes = 0;  ///< lfu_minutes() when `lfu` was last decayed
   uint8_t lfu = kLfuInitVal; ///< Redis's logarithmic access counter (OBJECT FREQ, LFU eviction)
+  uint8_t flags = 0;         ///< kEntry* bits
 };
+static_assert(sizeof(Entry) == 24, "Entry is in every key's node: keep it small");
+
+/// Entry::flags: the key holds (or held) a lease; its deadline is in Shard's lease table.
+inline constexpr uint8_t kEntryLeased = 1;
 
 /// The hash every table and the shard choice use (XXH3), as a function object.
 struct KeyHash {
@@ -85,6 +91,19 @@ class Shard {
   void erase(Item* item);
   /// Removes `key` if present (an expired key counts as absent). Returns whether it was.
   bool erase(std::string_view key, int64_t now);
+  /// Leases (DESIGN.md, "Values, references and leases"): pins a present key against
+  /// eviction until `until_ms` (Unix ms). Extends an existing lease, never shortens it. A lease
+  /// does not stop DEL, overwrite or expiry; it ends with the key.
+  void lease(Item* item, int64_t until_ms);
+  /// Whether eviction must skip `item` at `now`.
+  bool leased(const Item* item, int64_t now) const;
+  /// Ends `item`'s lease early. Returns whether it held an unexpired one.
+  bool unlease(Item* item, int64_t now);
+  /// Leases whose deadline is after `now` (INFO leased_keys).
+  size_t lease_count(int64_t now) const;
+  /// Forgets leases whose deadline is <= now (for the cron).
+  void prune_leases(int64_t now);
+
   /// Removes up to `budget` keys whose deadline is <= now. Returns how many it removed.
   size_t expire_due(int64_t now, size_t budget);
   /// Removes every key. Returns the old table, so the caller can free it elsewhere.
@@ -106,6 +125,7 @@ class Shard {
  private:
   Map map_;
   std::set<std::pair<int64_t, Item*>> expiry_;  // (deadline, node in map_) of volatile keys
+  std::unordered_map<const Item*, int64_t> leases_;  // lease deadline of kEntryLeased keys
 };
 
 /// The sharded keyspace. Thread-safe through the shards' mutexes.
@@ -162,6 +182,8 @@ class Keyspace {
   };
   /// Sums the shards' counters.
   Stats stats();
+  /// Keys under an unexpired lease. Locks each shard.
+  size_t lease_count(int64_t now);
   /// Zeroes the counters (CONFIG RESETSTAT).
   void reset_stats();
 

@@ -6,15 +6,17 @@
 // immutable, except by a holder that is provably the only one (use_count() == 1 under the key's
 // shard lock), which is how APPEND and SETRANGE grow a value in place.
 //
-// Layout: a Value is one block of the process's MemoryRegion (memory_tier.h): a 16-byte header
-// (reference count, flags, size) and the bytes right after it. Blocks are 16-byte aligned
-// (jemalloc's small classes) or page-aligned (larger values), so data() is always 16-byte
-// aligned, and any value is (region_offset(), size()) inside the one registered region. The
-// header holds no capacity: the block's usable size says it (capacity(), allocated()), which
-// keeps a 100-byte value in jemalloc's 128-byte class instead of the 160-byte one.
+// Layout: a small value (below kSplitThreshold) is one block of the process's MemoryRegion
+// (memory_tier.h): a 16-byte header (reference count, flags, size) and the bytes right after
+// it. The header holds no capacity: the block's usable size says it (capacity(), allocated()),
+// which keeps a 100-byte value in jemalloc's 128-byte class instead of the 160-byte one.
+// A larger value keeps its header (and a pointer to its bytes) in a 32-byte heap block and its
+// bytes alone in the region: a 4 KiB value then fills a 4 KiB block rather than a 5 KiB one,
+// and a 1 MiB or 32 MiB value exactly its pages, page-aligned (what RDMA prefers). Either way
+// data() is 16-byte aligned and any value is (region_offset(), size()) inside the one region.
 //
 // A ValueRef is one pointer (8 bytes): copying it is an atomic increment, moving it is free,
-// and destroying the last one frees the block. No heap allocation besides the region block.
+// and destroying the last one frees the block(s).
 #pragma once
 
 #include <atomic>
@@ -31,19 +33,31 @@ class ValueRef;
 /// a ValueRef (`ref->size()`); never constructed, copied or destroyed directly.
 class Value {
  public:
-  /// Bytes before data() in the block.
+  /// Bytes of the header (before data() in the block of a small value).
   static constexpr size_t kHeaderSize = 16;
+  /// Values whose capacity is at least this many bytes keep the header on the heap, apart
+  /// from their bytes (see the layout above).
+  static constexpr size_t kSplitThreshold = 1024;
+  /// The heap block of a split value's header: the header and the bytes' address.
+  static constexpr size_t kSplitHeaderSize = kHeaderSize + sizeof(char*);
+  /// Region bytes a value of `capacity` needs beyond its capacity (the inline header or 0).
+  static constexpr size_t region_overhead(size_t capacity) {
+    return capacity >= kSplitThreshold ? 0 : kHeaderSize;
+  }
 
-  char* data() noexcept { return reinterpret_cast<char*>(this) + kHeaderSize; }
-  const char* data() const noexcept { return reinterpret_cast<const char*>(this) + kHeaderSize; }
+  char* data() noexcept {
+    return (flags_ & kSplit) ? split_bytes() : reinterpret_cast<char*>(this) + kHeaderSize;
+  }
+  const char* data() const noexcept { return const_cast<Value*>(this)->data(); }
   /// Bytes in use.
   size_t size() const noexcept { return size_; }
   std::string_view view() const noexcept { return {data(), size_}; }
   /// Bytes data() may hold (>= size()): the block's usable size less the header. Costs an
   /// allocator lookup (tens of ns): for APPEND/SETRANGE, not per read.
   size_t capacity() const;
-  /// Bytes the value really takes in the region: the block's usable size, header included
-  /// (what MEMORY USAGE and eviction count). Same cost as capacity().
+  /// Bytes the value really takes: its region block's usable size, with the header (inline,
+  /// or its heap block when split): what MEMORY USAGE and eviction count. Same cost as
+  /// capacity().
   size_t allocated() const;
   /// Offset of data() from the region's base (for rdma/: the value is (offset, size()) in the
   /// region registered once).
@@ -63,6 +77,13 @@ class Value {
  private:
   friend class ValueRef;
   static constexpr uint32_t kModified = 1;
+  static constexpr uint32_t kSplit = 2;  // header on the heap, bytes at split_bytes()
+
+  char* split_bytes() noexcept {
+    char* p;
+    __builtin_memcpy(&p, reinterpret_cast<char*>(this) + kHeaderSize, sizeof p);
+    return p;
+  }
 
   explicit Value(size_t size) noexcept : refs_(1), flags_(0), size_(size) {}
   ~Value() = default;

@@ -128,13 +128,16 @@ TEST_CASE("LFU counter: logarithmic increment and decay, as Redis") {
   CHECK(lfu_decay(20, lfu_minutes(now - 5 * 60'000), now, 0) == 20);
 }
 
-TEST_CASE("pinned keys are skipped; noeviction evicts nothing") {
+TEST_CASE("leased keys are skipped; noeviction evicts nothing") {
   Keyspace ks(16);
   const int64_t now = 1'000'000'000;
   for (int i = 0; i < 20; ++i) put(ks, "k" + std::to_string(i), now - 1000 + i);
   std::set<std::string> pins = {"k0", "k1", "k2"};
-  Evictor ev(ks, [&] { return ks.size() * kUnit; },
-             [&](Shard&, std::string_view key, int64_t) { return pins.count(std::string(key)) > 0; });
+  for (auto& p : pins) {
+    Shard& s = ks.shard_of(p);
+    s.lease(s.find(p, now), now + 10'000);
+  }
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
   ev.set_options(opts(EvictionPolicy::kNoEviction, 20 * kUnit));
   CHECK(ev.evict_to(0, now) == 0);
   CHECK_FALSE(ev.make_room(kUnit, true, now));

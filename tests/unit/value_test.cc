@@ -60,8 +60,14 @@ TEST_CASE("value: one block inside the region, 16-byte aligned, offset round-tri
     REQUIRE(v);
     CHECK(v->size() == size);
     CHECK(v->capacity() >= size);
-    CHECK(v->allocated() == v->capacity() + Value::kHeaderSize);
-    CHECK(region.contains(v.get(), v->allocated()));  // header and every usable byte
+    if (size < Value::kSplitThreshold) {
+      CHECK(v->allocated() == v->capacity() + Value::kHeaderSize);
+      CHECK(region.contains(v.get(), v->allocated()));  // header and every usable byte
+    } else {  // header on the heap, bytes alone in the region
+      CHECK(v->allocated() == v->capacity() + Value::kSplitHeaderSize);
+      CHECK_FALSE(region.contains(v.get(), 1));
+      CHECK(region.contains(v->data(), v->capacity()));
+    }
     CHECK(reinterpret_cast<uintptr_t>(v->data()) % 16 == 0);
     CHECK(region.base() + v->region_offset() == v->data());
     CHECK(v->region_offset() == region.offset_of(v->data()));
@@ -70,6 +76,10 @@ TEST_CASE("value: one block inside the region, 16-byte aligned, offset round-tri
   }
   // Small values take jemalloc's size class of size + header: 100 bytes -> 128.
   CHECK(values[4]->allocated() == 128);
+  // Larger ones take exactly their size class: 4 KiB -> 4 KiB, 1 MiB -> 256 pages.
+  CHECK(values[5]->capacity() == 4096);
+  CHECK(values[8]->capacity() == 1 * MiB);
+  CHECK(values[10]->capacity() == 32 * MiB);
   const size_t live = scope.allocated();
   CHECK(live >= 32 * MiB + 2 * MiB);
   values.clear();
@@ -209,12 +219,13 @@ TEST_CASE("value: a full region makes allocate() return null, and recovers") {
     big.push_back(std::move(v));
     REQUIRE(big.size() <= 8);
   }
-  CHECK(big.size() >= 6);  // 8 MiB of region, 1 MiB + one page a value
+  CHECK(big.size() == 8);  // 8 MiB of region, exactly 1 MiB a value (header on the heap)
   CHECK_FALSE(ValueRef::copy_of(std::string(2 * MiB, 'x')));
   CHECK_FALSE(ValueRef::allocate(ValueRef::kMaxSize + 1));
   CHECK_FALSE(ValueRef::allocate(100, ValueRef::kMaxSize + 1));
 
-  // Small values fill what is left, then fail too.
+  // Small values fill what one freed big value left, then fail too.
+  big.pop_back();
   std::vector<ValueRef> small;
   for (;;) {
     ValueRef v = ValueRef::copy_of(std::string(100, 's'));
@@ -244,4 +255,22 @@ TEST_CASE("value: the default region serves code that never started the memory t
   const tiering::MemoryFigures f = MemoryTier::figures();
   CHECK(f.region.allocated() >= v->allocated());
   CHECK(f.used() == f.heap + f.region.allocated());
+}
+
+TEST_CASE("value: >= 90% of the region holds value bytes for values of 4 KiB, 1 MiB, 32 MiB") {
+  // The issue's utilisation goal, measured on values (header included), not raw blocks.
+  ScopedRegion scope(1024 * MiB);
+  for (size_t size : {4 * KiB, 1 * MiB, 32 * MiB, 4 * KiB}) {
+    std::vector<ValueRef> values;
+    for (;;) {
+      ValueRef v = ValueRef::allocate(size);
+      if (!v) break;
+      values.push_back(std::move(v));
+    }
+    const double util = static_cast<double>(values.size() * size) / (1024.0 * MiB);
+    MESSAGE("values of " << size << " bytes: " << values.size() << ", utilisation "
+                         << util * 100 << "%");
+    CHECK(util >= 0.90);
+  }
+  CHECK(scope.allocated() == 0);
 }

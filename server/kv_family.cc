@@ -1,0 +1,324 @@
+// server/kv_family.cc - the fast path's commands (docs/fast-path.md): registering client
+// memory, and puts/gets whose payload moves out of band, described by scatter-gather lists.
+//
+// The payload is copied once, by the server, between the client's registered segment and the
+// value's block in the memory region. The copy runs with no lock held: a put fills a new
+// value and then publishes it under the shard lock (readers see the old value or the new one,
+// whole); a get takes a reference to the value under the lock and copies after releasing it
+// (a DEL or overwrite meanwhile cannot tear what is copied).
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "rdma/segment.h"
+#include "server/arg_parser.h"
+#include "server/config.h"
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/family.h"
+#include "server/server.h"
+
+namespace server {
+namespace {
+
+using tiering::Shard;
+using tiering::ValueRef;
+
+// One key's part of a command: its scatter-gather list.
+struct KeyPart {
+  std::string_view key;
+  uint64_t total = 0;  // KV.PUT: the value's length
+  std::vector<rdma::Descriptor> sgl;
+};
+
+// Reads `n` descriptors (three integers each) at the parser's position.
+bool read_descriptors(ArgParser& p, size_t n, std::vector<rdma::Descriptor>& out) {
+  out.clear();
+  out.reserve(n);
+  for (size_t i = 0; i < n && p.ok(); ++i) {
+    if (p.remaining() < 3) {
+      p.fail(err::kSyntax);
+      break;
+    }
+    const int64_t seg = p.next_int(), off = p.next_int(), len = p.next_int();
+    if (p.ok() && (seg < 0 || off < 0 || len < 0)) p.fail(err::kNotInteger);
+    out.push_back({static_cast<uint64_t>(seg), static_cast<uint64_t>(off),
+                   static_cast<uint64_t>(len)});
+  }
+  return p.ok();
+}
+
+// Reads descriptors while the next argument is an integer (KV.PUT/KV.GET: options follow).
+void read_open_descriptors(ArgParser& p, std::span<const std::string_view> args, size_t& at,
+                           std::vector<rdma::Descriptor>& out) {
+  while (at < args.size() && parse_int(args[at]).has_value()) {
+    ArgParser triplet(args, at);
+    std::vector<rdma::Descriptor> one;
+    if (!read_descriptors(triplet, 1, one)) return p.fail(triplet.error());
+    out.push_back(one[0]);
+    at += 3;
+  }
+}
+
+struct PutOptions {
+  int64_t expire_ms = 0;  // absolute; 0 = none
+  bool nx = false;
+};
+
+// Reads `[EX s | PX ms] [NX]` from `at` to the end.
+bool read_put_options(CommandContext& ctx, std::string_view command, size_t at, PutOptions& o) {
+  ArgParser p(ctx.args, at);
+  ExpireOption e;
+  while (!p.done() && p.ok()) {
+    if (parse_expire_option(p, command, ctx.now_ms, false, false, &e)) continue;
+    if (p.eat("NX")) o.nx = true;
+    else p.fail(err::kSyntax);
+  }
+  if (!p.ok()) {
+    ctx.out.error(p.error());
+    return false;
+  }
+  if (e.kind == ExpireOption::kAt) o.expire_ms = e.at_ms;
+  return true;
+}
+
+// Fills a new value from the part's segments. Empty with `error` set on a bad descriptor or
+// a length mismatch; throws std::bad_alloc when the region cannot fit the value.
+ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error) {
+  std::vector<iovec> pieces;
+  uint64_t total = 0;
+  if (!ctx.conn.segments.resolve(part.sgl, pieces, total, error)) return {};
+  if (total != part.total) {
+    error = "ERR scatter-gather list is " + std::to_string(total) + " bytes, total_length is " +
+            std::to_string(part.total);
+    return {};
+  }
+  if (part.total > static_cast<uint64_t>(ctx.server.config().num(Key::kProtoMaxBulkLen))) {
+    error = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+    return {};
+  }
+  ValueRef value = new_value(ctx, part.total);
+  rdma::gather(pieces, {reinterpret_cast<std::byte*>(value->data()), part.total});
+  ctx.server.stats().kv_put_bytes.fetch_add(part.total, std::memory_order_relaxed);
+  return value;
+}
+
+// Publishes `value` at `key`. False when NX refused it.
+bool publish(CommandContext& ctx, std::string_view key, ValueRef value, const PutOptions& o) {
+  Shard& shard = ctx.ks.shard_of(key);
+  ValueRef replaced;  // released after the shard lock
+  std::lock_guard lock(shard.mu);
+  if (o.nx && shard.find(key, ctx.now_ms)) return false;
+  shard.upsert(key, std::move(value), o.expire_ms, ctx.now_ms, &replaced);
+  return true;
+}
+
+// Puts one key, replying its result (+OK, nil, or an error).
+void put_one(CommandContext& ctx, const KeyPart& part, const PutOptions& o) {
+  std::string error;
+  ValueRef value;
+  try {
+    value = fill_value(ctx, part, error);
+  } catch (const std::bad_alloc&) {
+    return ctx.out.error(err::kOom);
+  }
+  if (!value) return ctx.out.error(error);
+  if (publish(ctx, part.key, std::move(value), o)) ctx.out.ok();
+  else ctx.out.null();
+}
+
+// Gets one key into its window, replying the value's length, nil, or an error.
+void get_one(CommandContext& ctx, const KeyPart& part) {
+  std::vector<iovec> pieces;
+  uint64_t window = 0;
+  std::string error;
+  if (!ctx.conn.segments.resolve(part.sgl, pieces, window, error)) return ctx.out.error(error);
+  ValueRef value;
+  {
+    Shard& shard = ctx.ks.shard_of(part.key);
+    std::lock_guard lock(shard.mu);
+    Shard::Item* item = shard.lookup(part.key, ctx.now_ms);
+    if (item == nullptr) return ctx.out.null();
+    value = item->second.value;
+  }
+  const size_t size = value->size();
+  if (size > window)
+    return ctx.out.error("ERR window of " + std::to_string(window) +
+                         " bytes is smaller than the value (" + std::to_string(size) + " bytes)");
+  rdma::scatter({reinterpret_cast<const std::byte*>(value->data()), size}, pieces);
+  ctx.server.stats().kv_get_bytes.fetch_add(size, std::memory_order_relaxed);
+  ctx.out.integer(static_cast<int64_t>(size));
+}
+
+// ---- commands ----
+
+void cmd_register(CommandContext& ctx) {
+  Connection& conn = ctx.conn;
+  if (iequals(ctx.args[1], "shm")) {
+    if (ctx.args.size() != 3) return ctx.out.error(err::kSyntax);
+    auto length = parse_int(ctx.args[2]);
+    if (!length || *length < 0) return ctx.out.error(err::kNotInteger);
+    if (conn.passed_fds.empty())
+      return ctx.out.error(
+          "ERR KV.REGISTER SHM needs a file descriptor passed over the Unix socket");
+    const int fd = conn.passed_fds.front();
+    conn.passed_fds.pop_front();
+    std::string error;
+    const uint64_t id = conn.segments.add_shm(fd, static_cast<uint64_t>(*length), error);
+    if (id == 0) return ctx.out.error(error);
+    return ctx.out.integer(static_cast<int64_t>(id));
+  }
+  if (iequals(ctx.args[1], "verbs")) return ctx.out.error("ERR RDMA is not available on this server");
+  ctx.out.error(err::kSyntax);
+}
+
+void cmd_connect(CommandContext& ctx) {
+  if (!iequals(ctx.args[1], "verbs")) return ctx.out.error(err::kSyntax);
+  ctx.out.error("ERR RDMA is not available on this server");
+}
+
+void cmd_unregister(CommandContext& ctx) {
+  auto id = parse_int(ctx.args[1]);
+  if (!id) return ctx.out.error(err::kNotInteger);
+  ctx.out.integer(ctx.conn.segments.remove(static_cast<uint64_t>(*id)) ? 1 : 0);
+}
+
+void cmd_put(CommandContext& ctx) {
+  KeyPart part{ctx.args[1]};
+  auto total = parse_int(ctx.args[2]);
+  if (!total || *total < 0) return ctx.out.error(err::kNotInteger);
+  part.total = static_cast<uint64_t>(*total);
+  ArgParser p(ctx.args, 3);
+  size_t at = 3;
+  read_open_descriptors(p, ctx.args, at, part.sgl);
+  if (!p.ok()) return ctx.out.error(p.error());
+  PutOptions o;
+  if (!read_put_options(ctx, "kv.put", at, o)) return;
+  put_one(ctx, part, o);
+}
+
+void cmd_get(CommandContext& ctx) {
+  KeyPart part{ctx.args[1]};
+  ArgParser p(ctx.args, 2);
+  size_t at = 2;
+  read_open_descriptors(p, ctx.args, at, part.sgl);
+  if (!p.ok()) return ctx.out.error(p.error());
+  if (at != ctx.args.size() || part.sgl.empty()) return ctx.out.error(err::kSyntax);
+  get_one(ctx, part);
+}
+
+// Reads `count` entries of `key [total_length] nsegs descriptors...` starting at args[2].
+// Returns the index after the last entry, or 0 after replying an error.
+size_t read_batch(CommandContext& ctx, bool with_total, std::vector<KeyPart>& parts) {
+  ArgParser p(ctx.args, 1);
+  const int64_t count = p.next_int();
+  if (!p.ok()) return ctx.out.error(p.error()), 0;
+  if (count <= 0) return ctx.out.error("ERR count must be positive"), 0;
+  parts.reserve(std::min<int64_t>(count, 4096));
+  for (int64_t i = 0; i < count && p.ok(); ++i) {
+    if (p.remaining() < (with_total ? 3u : 2u)) {
+      p.fail(err::kSyntax);
+      break;
+    }
+    KeyPart& part = parts.emplace_back();
+    part.key = p.next();
+    if (with_total) {
+      const int64_t total = p.next_int();
+      if (p.ok() && total < 0) p.fail(err::kNotInteger);
+      part.total = static_cast<uint64_t>(total);
+    }
+    const int64_t nsegs = p.next_int();
+    if (p.ok() && nsegs < 0) p.fail(err::kNotInteger);
+    if (p.ok()) read_descriptors(p, static_cast<size_t>(nsegs), part.sgl);
+  }
+  if (!p.ok()) return ctx.out.error(p.error()), 0;
+  return ctx.args.size() - p.remaining();
+}
+
+void cmd_mput(CommandContext& ctx) {
+  std::vector<KeyPart> parts;
+  const size_t at = read_batch(ctx, true, parts);
+  if (at == 0) return;
+  PutOptions o;
+  if (!read_put_options(ctx, "kv.mput", at, o)) return;
+  ctx.out.array(parts.size());
+  for (const KeyPart& part : parts) put_one(ctx, part, o);
+}
+
+void cmd_mget(CommandContext& ctx) {
+  std::vector<KeyPart> parts;
+  const size_t at = read_batch(ctx, false, parts);
+  if (at == 0) return;
+  if (at != ctx.args.size()) return ctx.out.error(err::kSyntax);
+  ctx.out.array(parts.size());
+  for (const KeyPart& part : parts) {
+    if (part.sgl.empty()) ctx.out.error(err::kSyntax);
+    else get_one(ctx, part);
+  }
+}
+
+void cmd_prefix(CommandContext& ctx) {
+  size_t end = ctx.args.size();
+  int64_t pin_ms = -1;
+  if (end >= 4 && iequals(ctx.args[end - 2], "pin")) {
+    if (auto ms = parse_int(ctx.args[end - 1])) {
+      if (*ms < 0) return ctx.out.error(err::kNotInteger);
+      pin_ms = *ms;
+      end -= 2;
+    }
+  }
+  const int64_t ttl = ctx.server.config().num(Key::kLeaseTtl);
+  const int64_t until = ctx.now_ms + (pin_ms == 0 ? ttl : std::min(pin_ms, ttl));
+  int64_t n = 0;
+  for (size_t i = 1; i < end; ++i) {
+    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
+    std::lock_guard lock(shard.mu);
+    Shard::Item* item = shard.lookup(ctx.args[i], ctx.now_ms);
+    if (item == nullptr) break;
+    if (pin_ms >= 0) shard.lease(item, until);
+    ++n;
+  }
+  ctx.out.integer(n);
+}
+
+void cmd_unpin(CommandContext& ctx) {
+  int64_t n = 0;
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
+    std::lock_guard lock(shard.mu);
+    if (Shard::Item* item = shard.find(ctx.args[i], ctx.now_ms)) n += shard.unlease(item, ctx.now_ms);
+  }
+  ctx.out.integer(n);
+}
+
+}  // namespace
+
+void register_kv_family(CommandTable& t) {
+  auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, int step,
+                 Handler h, std::string summary, std::string complexity) {
+    t.add({.name = std::move(name), .arity = arity, .flags = flags, .first_key = first,
+           .last_key = last, .key_step = step, .handler = h, .group = "kv",
+           .summary = std::move(summary), .since = "0.1.0", .complexity = std::move(complexity)});
+  };
+  const uint32_t w = kWrite | kDenyOom;
+  add("kv.register", -3, kFast, 0, 0, 0, cmd_register,
+      "Register client memory (a memfd passed over the Unix socket, or an RDMA buffer)", "O(1)");
+  add("kv.connect", 6, kFast, 0, 0, 0, cmd_connect,
+      "Exchange RDMA queue-pair addresses with the server", "O(1)");
+  add("kv.unregister", 2, kFast, 0, 0, 0, cmd_unregister, "Unregister a segment", "O(1)");
+  add("kv.put", -3, w, 1, 1, 1, cmd_put,
+      "Set a key to bytes read from registered client memory", "O(N) in the value's bytes");
+  add("kv.get", -5, kReadonly, 1, 1, 1, cmd_get,
+      "Write a key's value into registered client memory", "O(N) in the value's bytes");
+  // Batches carry keys at positions only the handler knows (COMMAND GETKEYS cannot list them).
+  add("kv.mput", -5, w, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
+  add("kv.mget", -6, kReadonly, 0, 0, 0, cmd_mget, "KV.GET of several keys", "O(N) in the bytes");
+  add("kv.prefix", -2, kReadonly, 1, -1, 1, cmd_prefix,
+      "Count the leading keys of a chain that exist, optionally leasing them", "O(N)");
+  add("kv.unpin", -2, kWrite | kFast, 1, -1, 1, cmd_unpin, "Release leases", "O(N)");
+}
+
+}  // namespace server
