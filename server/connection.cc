@@ -187,7 +187,12 @@ asio::awaitable<void> Connection::run() {
       resp::Parser::Status st;
       pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
       if (st == resp::Parser::Status::kRequest) {
-        execute(parser_.request(), batch_ms);
+        const resp::Request& req = parser_.request();  // valid until the next feed()
+        const bool ssd = server_.ssd() != nullptr;
+        const bool run = !ssd || co_await ssd_before(req, batch_ms);
+        if (closed_.load(std::memory_order_relaxed)) break;
+        if (run) execute(req, batch_ms);
+        if (ssd) co_await ssd_after();
         if (close_after_reply_) break;
         if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
       } else if (st == resp::Parser::Status::kError) {

@@ -22,6 +22,7 @@
 #include "resp/writer.h"
 #include "rdma/segment.h"
 #include "server/command.h"
+#include "tiering/value.h"
 
 namespace server {
 
@@ -84,6 +85,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
   resp::LargeBulk allocate_bulk(size_t len);
+  // The SSD tier around one command (connection_ssd.cc). Before: pins the values of the
+  // command's keys and loads those on SSD only on the I/O pool; false when it replied an error
+  // instead (the command must not run). `now_ms` is refreshed after a load.
+  asio::awaitable<bool> ssd_before(const resp::Request& req, int64_t& now_ms);
+  // After: releases the pins and transient values, and waits until the SSD records the command
+  // superseded are removed on disk (its reply is sent only then).
+  asio::awaitable<void> ssd_after();
 
   Server& server_;
   Worker& worker_;
@@ -106,6 +114,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<resp::OutBuffer> out_scratch_;
   std::atomic<size_t> reserved_counted_{0};  // this client's part of reserved_bulk_bytes
   std::atomic<const CommandSpec*> last_cmd_{nullptr};
+
+  // SSD tier state of the command being run (connection_ssd.cc).
+  std::vector<tiering::ValueRef> ssd_pins_;
+  std::vector<std::pair<std::string_view, tiering::ValueRef>> ssd_transient_;
+  std::vector<std::string_view> ssd_keys_, ssd_loads_;
 
   mutable std::mutex info_mu_;
   std::string name_, lib_name_, lib_ver_;

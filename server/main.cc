@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
     server::log::warning("memory.hugepages: hugetlb pages unavailable: " + r.note());
 
   server::Server srv(config);
+  // The SSD tier opens and recovers its keys before the first client connects.
+  srv.start_ssd_tier();
   if (auto err = srv.listen()) {
     server::log::warning(*err);
     return 1;

@@ -7,6 +7,8 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <sys/statvfs.h>
+
 #include <cstring>
 #include <filesystem>
 #include <new>
@@ -171,8 +173,29 @@ bool SsdStore::header_of(std::string_view key, uint64_t* seq, int64_t* expire, u
   return true;
 }
 
+uint64_t SsdStore::free_bytes() const {
+  struct statvfs fs {};
+  if (::statvfs(options_.path.c_str(), &fs) != 0) return UINT64_MAX;  // unknown: let RocksDB say
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
 SsdStatus SsdStore::write(const SsdBatch& batch) {
   if (batch.empty()) return {};
+  // A full disk is refused here, before RocksDB meets ENOSPC halfway through a WAL record or a
+  // flush (which leaves it read-only until resumed). New bytes take room twice (WAL, then a
+  // blob or SST file at flush), and the memtables being flushed need their room too.
+  uint64_t put_bytes = 0;
+  for (const SsdBatch::Op& op : batch.ops())
+    if (op.kind == SsdBatch::Op::kPut) put_bytes += op.key.size() + op.bytes.size();
+  if (put_bytes != 0) {
+    const uint64_t reserve = 3 * options_.write_buffer_size + (4 << 20);
+    const uint64_t free = free_bytes();
+    if (free < 2 * put_bytes + reserve)
+      return {SsdStatus::Code::kNoSpace,
+              "write: no space left on " + options_.path + ": " + std::to_string(free) +
+                  " bytes free, " + std::to_string(2 * put_bytes + reserve) +
+                  " needed (a reserve of " + std::to_string(reserve) + " kept for RocksDB)"};
+  }
   std::lock_guard lock(write_mu_);
   try {
     // What each touched key holds as the batch proceeds (nullopt: absent).
@@ -185,7 +208,11 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
       }
       return it->second;
     };
-    rocksdb::WriteBatch wb;
+    // The batch's buffer at its final size: no doubling (a 32 MiB value would be copied again
+    // and take up to twice its size).
+    size_t reserve = 64;
+    for (const SsdBatch::Op& op : batch.ops()) reserve += 3 * op.key.size() + op.bytes.size() + 96;
+    rocksdb::WriteBatch wb(reserve);
     int64_t bytes = 0, records = 0;
     uint64_t seq = next_seq_;
     for (const SsdBatch::Op& op : batch.ops()) {
@@ -269,6 +296,8 @@ SsdStatus SsdStore::flush() {
   if (s.ok() && options_.wal) s = db_->FlushWAL(true);
   return SsdStatus::from(s, "flush");
 }
+
+SsdStatus SsdStore::resume() { return SsdStatus::from(db_->Resume(), "resume"); }
 
 uint64_t SsdStore::disk_bytes() const {
   uint64_t total = 0;

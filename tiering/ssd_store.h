@@ -166,12 +166,18 @@ class SsdStore {
 
   /// Writes the memtables to SST and blob files (and the WAL to disk).
   SsdStatus flush();
+  /// After a background error (a full disk) left RocksDB read-only: tries to resume writes.
+  SsdStatus resume();
 
   /// Live bytes (keys + values) and records.
   uint64_t live_bytes() const { return live_bytes_.load(std::memory_order_relaxed); }
   uint64_t live_records() const { return live_records_.load(std::memory_order_relaxed); }
   /// Bytes RocksDB keeps on disk: SST files, blob files, WAL.
   uint64_t disk_bytes() const;
+  /// Bytes free on the store's filesystem (statvfs; UINT64_MAX when unknown). write() refuses
+  /// new records (kNoSpace) when fewer than twice their bytes plus a reserve of three memtables
+  /// and 4 MiB are free, so RocksDB itself never runs out of space mid-write.
+  uint64_t free_bytes() const;
   /// RocksDB's own memory. Costs a few property reads (microseconds).
   SsdMemory memory() const;
   const SsdOptions& options() const { return options_; }
