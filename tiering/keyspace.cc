@@ -65,7 +65,8 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
 Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
                            ValueRef* replaced) {
   auto [item, inserted] = map_.try_emplace(key);
-  if (!inserted) notify(item, false);
+  // A new key too: the record of a previous one of that name may still be queued for removal.
+  notify(item, false);
   item->second.flags &= ~kEntrySsdFlags;
   ValueRef& slot = item->second.value;
   if (replaced != nullptr) *replaced = std::move(slot);  // else released by the assignment
