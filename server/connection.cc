@@ -189,10 +189,14 @@ asio::awaitable<void> Connection::run() {
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
         const bool ssd = server_.ssd() != nullptr;
-        const bool run = !ssd || co_await ssd_before(req, batch_ms);
+        // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
+        const bool run = !ssd || !ssd_pin(req, batch_ms) || co_await ssd_load(batch_ms);
         if (closed_.load(std::memory_order_relaxed)) break;
         if (run) execute(req, batch_ms);
-        if (ssd) co_await ssd_after();
+        if (ssd) {
+          // A reply that supersedes SSD records goes out once their removal is written.
+          if (const uint64_t ticket = ssd_release()) co_await ssd_wait(ticket);
+        }
         if (close_after_reply_) break;
         if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
       } else if (st == resp::Parser::Status::kError) {

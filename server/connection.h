@@ -85,13 +85,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
   resp::LargeBulk allocate_bulk(size_t len);
-  // The SSD tier around one command (connection_ssd.cc). Before: pins the values of the
-  // command's keys and loads those on SSD only on the I/O pool; false when it replied an error
-  // instead (the command must not run). `now_ms` is refreshed after a load.
-  asio::awaitable<bool> ssd_before(const resp::Request& req, int64_t& now_ms);
-  // After: releases the pins and transient values, and waits until the SSD records the command
-  // superseded are removed on disk (its reply is sent only then).
-  asio::awaitable<void> ssd_after();
+  // The SSD tier around one command (connection_ssd.cc). ssd_pin: pins the memory values of
+  // the command's keys; true when some are on SSD only and ssd_load must run. ssd_load: loads
+  // them on the I/O pool; false when it replied an error instead (the command must not run);
+  // refreshes `now_ms`. ssd_release: after the command, releases what ssd_pin and ssd_load
+  // held and returns the ticket its reply must wait for (0: none), which ssd_wait waits for.
+  bool ssd_pin(const resp::Request& req, int64_t now_ms);
+  asio::awaitable<bool> ssd_load(int64_t& now_ms);
+  uint64_t ssd_release();
+  asio::awaitable<void> ssd_wait(uint64_t ticket);
 
   Server& server_;
   Worker& worker_;

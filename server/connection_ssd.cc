@@ -15,22 +15,25 @@
 
 namespace server {
 
-asio::awaitable<bool> Connection::ssd_before(const resp::Request& req, int64_t& now_ms) {
+bool Connection::ssd_pin(const resp::Request& req, int64_t now_ms) {
   tiering::SsdTier* tier = server_.ssd();
   const CommandSpec* spec = server_.commands().resolve(req.args());
   // Errors (unknown command, arity, NOAUTH) are dispatch's to reply: nothing to load for them.
-  if (spec == nullptr || !CommandTable::arity_ok(*spec, req.size())) co_return true;
+  if (spec == nullptr || !CommandTable::arity_ok(*spec, req.size())) return false;
   if (!authenticated && !(spec->flags & kNoAuth) &&
       server_.config().num(Key::kRequirePass) != 0)
-    co_return true;
-  if (!CommandTable::reads_values(*spec, req.args())) co_return true;
+    return false;
+  if (!CommandTable::reads_values(*spec, req.args())) return false;
   ssd_keys_.clear();
   CommandTable::keys_of(*spec, req.args(), ssd_keys_);
   ssd_loads_.clear();
   for (std::string_view key : ssd_keys_)
     if (tier->prepare(key, now_ms, ssd_pins_)) ssd_loads_.push_back(key);
-  if (ssd_loads_.empty()) co_return true;
+  return !ssd_loads_.empty();
+}
 
+asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
+  tiering::SsdTier* tier = server_.ssd();
   // Replies already made go out first: a pipelined hit does not wait for this read.
   if (!writer_.empty() && !co_await flush()) {
     closed_ = true;
@@ -65,7 +68,7 @@ asio::awaitable<bool> Connection::ssd_before(const resp::Request& req, int64_t& 
       WorkerStats::bump(worker_.stats.rejected);
       if (l.status.code == tiering::SsdStatus::Code::kNoMemory) writer_.error(err::kOom);
       else writer_.error("ERR SSD tier read failed: " + l.status.message);
-      co_return false;  // ssd_after() releases what the others loaded
+      co_return false;  // ssd_release() drops what the others loaded
     }
     if (!l.pin) continue;  // the key went away meanwhile: the command finds it missing
     if (l.transient) ssd_transient_.emplace_back(ssd_loads_[i], l.pin);
@@ -74,13 +77,16 @@ asio::awaitable<bool> Connection::ssd_before(const resp::Request& req, int64_t& 
   co_return true;
 }
 
-asio::awaitable<void> Connection::ssd_after() {
+uint64_t Connection::ssd_release() {
   tiering::SsdTier* tier = server_.ssd();
   for (auto& [key, pin] : ssd_transient_) tier->release(key, pin);
   ssd_transient_.clear();
   ssd_pins_.clear();
-  const uint64_t ticket = tiering::SsdTier::take_barrier();
-  if (ticket == 0) co_return;
+  return tiering::SsdTier::take_barrier();
+}
+
+asio::awaitable<void> Connection::ssd_wait(uint64_t ticket) {
+  tiering::SsdTier* tier = server_.ssd();
   auto ex = co_await asio::this_coro::executor;
   co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
       [tier, ticket, ex](auto handler) {

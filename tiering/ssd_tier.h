@@ -155,9 +155,11 @@ class SsdTier final : public ShardHooks, public Demoter {
     uint64_t bytes = 0;  // kPut: the memory they take (pending_bytes_)
   };
   // Per shard, under that shard's lock.
+  template <class T>
+  using KeyMap = std::unordered_map<std::string, T, KeyHash, KeyEq>;
   struct ShardState {
-    std::unordered_map<std::string, uint64_t, KeyHash, KeyEq> pending;  // key -> ticket of its latest queued op
-    std::unordered_map<std::string, uint32_t, KeyHash, KeyEq> loading;  // keys being read by load()
+    KeyMap<uint64_t> pending;  // key -> ticket of its latest queued op
+    KeyMap<uint32_t> loading;  // keys being read by load()
   };
 
   SsdTier(Keyspace& ks, SsdTierOptions options, std::unique_ptr<SsdStore> store);
