@@ -36,9 +36,6 @@ namespace {
 
 using ssd_codec::Header;
 
-// RocksDB encodes lengths as 32-bit varints: a value must be below 4 GiB.
-constexpr uint64_t kMaxValueSize = 0xFFFFFFFFull - 64;
-
 std::optional<rocksdb::CompressionType> compression_of(std::string_view name) {
   if (name == "none" || name.empty()) return rocksdb::kNoCompression;
   if (name == "snappy") return rocksdb::kSnappyCompression;
@@ -219,7 +216,7 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
       std::optional<Header>& cur = current(op.key);
       switch (op.kind) {
         case SsdBatch::Op::kPut: {
-          if (op.bytes.size() > kMaxValueSize)
+          if (op.bytes.size() > SsdStore::kMaxValueSize)
             return {SsdStatus::Code::kInvalid, "write: value of " +
                                                    std::to_string(op.bytes.size()) +
                                                    " bytes is too large for RocksDB"};

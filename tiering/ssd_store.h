@@ -125,6 +125,9 @@ struct SsdMemory {
 
 class SsdStore {
  public:
+  /// The largest value RocksDB can hold (its lengths are 32-bit varints).
+  static constexpr uint64_t kMaxValueSize = 0xFFFFFFFFull - 64;
+
   /// Opens (or, with recover == false or a database that cannot be opened as ours, wipes and
   /// creates) the database. Null with the reason in `*status` on failure.
   static std::unique_ptr<SsdStore> open(const SsdOptions& options, SsdStatus* status);

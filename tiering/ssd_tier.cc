@@ -184,8 +184,10 @@ uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now) {
     stats_.free_drops.fetch_add(1, std::memory_order_relaxed);
     return bytes;
   }
-  // After a failed write, no new demotion until the retry time: values stay in memory.
+  // After a failed write, no new demotion until the retry time: values stay in memory. A
+  // value RocksDB cannot hold (4 GiB or more) stays in memory too.
   if (!healthy() && now < retry_at_ms_.load(std::memory_order_relaxed)) return 0;
+  if (e.value->size() > SsdStore::kMaxValueSize) return 0;
   const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
   e.flags |= kEntrySsd | kEntryDemoting;
   pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);

@@ -60,11 +60,16 @@ SsdTier::Loaded SsdTier::load(std::string_view key, int64_t now,
   const auto start = std::chrono::steady_clock::now();
   ValueRef value;
   size_t size = 0;
-  SsdStatus st = store_->read(key, [&](size_t n) -> std::span<std::byte> {
-    value = alloc(n);
-    if (!value) return {};
-    return {reinterpret_cast<std::byte*>(value->data()), n};
-  }, &size);
+  SsdStatus st;
+  try {
+    st = store_->read(key, [&](size_t n) -> std::span<std::byte> {
+      value = alloc(n);
+      if (!value) return {};
+      return {reinterpret_cast<std::byte*>(value->data()), n};
+    }, &size);
+  } catch (const std::bad_alloc&) {
+    st = {SsdStatus::Code::kNoMemory, "read: out of memory"};
+  }
   const bool keep = st.ok() && hit_enough(key);
   {
     std::lock_guard lock(shard.mu);
