@@ -163,7 +163,7 @@ p99_run() {  # p99_run NAME WRITER(yes|no) SERVER-ARGS...
   local wpid=""
   if [[ $writer == yes ]]; then
     # Past maxmemory first, so that eviction (or demotion) runs all through the measurement.
-    $PY "$writer_py" "$PORT" 1000 0.4 >/dev/null
+    "$BULK" --port "$PORT" --size 1m --count 320 --keys 320 --op set --prefix prefill: >/dev/null
     $PY "$writer_py" "$PORT" "$WRITE_MBPS" 600 >/dev/null 2>&1 &
     wpid=$!
     PIDS+=("$wpid")

@@ -354,3 +354,16 @@ def test_tier_command_config_and_info(start_server, tmp_path):
                   "ssd_read_latency_p99_us", "pending_demotion_bytes"):
         assert field in info, field
     assert "tiering" in r.info("everything") or "ssd_enabled" in r.info("everything")
+
+
+def test_an_unusable_path_leaves_the_server_running_without_the_tier(start_server, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    srv = ssd_server(start_server, blocker / "ssd")
+    r = srv.client()
+    info = r.info("tiering")
+    assert info["ssd_enabled"] == 0 and info["ssd_status"] == "error", info
+    assert info["ssd_last_error"], info
+    for i in range(40):  # plain eviction then
+        assert r.set("k:%d" % i, pattern("k", i))
+    assert r.info("stats")["evicted_keys"] > 0
