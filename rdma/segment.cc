@@ -37,28 +37,27 @@ uint64_t SegmentTable::add_shm(int fd, uint64_t length, std::string& error) {
   close(fd);
   if (base == MAP_FAILED) return 0;
   Segment s;
-  s.id = next_id.fetch_add(1, std::memory_order_relaxed);
   s.kind = SegmentKind::kShm;
   s.base = static_cast<std::byte*>(base);
   s.length = length;
-  segments_.emplace(s.id, s);
-  bytes_ += length;
-  live.fetch_add(1, std::memory_order_relaxed);
-  live_bytes_total.fetch_add(length, std::memory_order_relaxed);
-  return s.id;
+  return add(s);
 }
 
 uint64_t SegmentTable::add_verbs(uint64_t remote_addr, uint64_t length, uint32_t rkey) {
   Segment s;
-  s.id = next_id.fetch_add(1, std::memory_order_relaxed);
   s.kind = SegmentKind::kVerbs;
   s.length = length;
   s.remote_addr = remote_addr;
   s.rkey = rkey;
+  return add(s);
+}
+
+uint64_t SegmentTable::add(Segment s) {
+  s.id = next_id.fetch_add(1, std::memory_order_relaxed);
   segments_.emplace(s.id, s);
-  bytes_ += length;
+  bytes_ += s.length;
   live.fetch_add(1, std::memory_order_relaxed);
-  live_bytes_total.fetch_add(length, std::memory_order_relaxed);
+  live_bytes_total.fetch_add(s.length, std::memory_order_relaxed);
   return s.id;
 }
 
@@ -78,27 +77,35 @@ const Segment* SegmentTable::find(uint64_t id) const {
   return it == segments_.end() ? nullptr : &it->second;
 }
 
+const Segment* SegmentTable::check(const Descriptor& d, SegmentKind kind,
+                                   std::string& error) const {
+  const Segment* s = find(d.segment);
+  if (s == nullptr) {
+    error = "ERR segment " + std::to_string(d.segment) + " is not registered on this connection";
+    return nullptr;
+  }
+  if (s->kind != kind) {
+    error = "ERR segment " + std::to_string(d.segment) + " is not " +
+            (kind == SegmentKind::kShm ? "a shared memory" : "an RDMA") + " segment";
+    return nullptr;
+  }
+  if (d.length == 0 || d.offset > s->length || d.length > s->length - d.offset) {
+    error = "ERR descriptor (" + std::to_string(d.segment) + " " + std::to_string(d.offset) +
+            " " + std::to_string(d.length) + ") is outside its segment of " +
+            std::to_string(s->length) + " bytes";
+    return nullptr;
+  }
+  return s;
+}
+
 bool SegmentTable::resolve(std::span<const Descriptor> sgl, std::vector<iovec>& out,
                            uint64_t& total, std::string& error) const {
   out.clear();
   out.reserve(sgl.size());
   total = 0;
   for (const Descriptor& d : sgl) {
-    const Segment* s = find(d.segment);
-    if (s == nullptr) {
-      error = "ERR segment " + std::to_string(d.segment) + " is not registered on this connection";
-      return false;
-    }
-    if (s->kind != SegmentKind::kShm) {
-      error = "ERR segment " + std::to_string(d.segment) + " is not a shared memory segment";
-      return false;
-    }
-    if (d.length == 0 || d.offset > s->length || d.length > s->length - d.offset) {
-      error = "ERR descriptor (" + std::to_string(d.segment) + " " + std::to_string(d.offset) +
-              " " + std::to_string(d.length) + ") is outside its segment of " +
-              std::to_string(s->length) + " bytes";
-      return false;
-    }
+    const Segment* s = check(d, SegmentKind::kShm, error);
+    if (s == nullptr) return false;
     out.push_back({s->base + d.offset, d.length});
     total += d.length;
   }

@@ -64,6 +64,10 @@ class SegmentTable {
   bool remove(uint64_t id);
 
   const Segment* find(uint64_t id) const;
+  /// The segment of one descriptor after the checks every transport makes: registered here,
+  /// of `kind`, and the piece inside it with a nonzero length. Null with `error` set (the
+  /// texts of docs/fast-path.md) otherwise.
+  const Segment* check(const Descriptor& d, SegmentKind kind, std::string& error) const;
   size_t size() const { return segments_.size(); }
   /// Sum of the lengths of the registered segments, in bytes.
   uint64_t bytes() const { return bytes_; }
@@ -81,6 +85,8 @@ class SegmentTable {
   static uint64_t live_bytes();
 
  private:
+  uint64_t add(Segment s);  // gives `s` an id and records it
+
   std::map<uint64_t, Segment> segments_;
   uint64_t bytes_ = 0;
 };

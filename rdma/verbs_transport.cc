@@ -78,21 +78,8 @@ bool resolve_remote(const SegmentTable& table, std::span<const Descriptor> sgl,
   out.reserve(sgl.size());
   total = 0;
   for (const Descriptor& d : sgl) {
-    const Segment* s = table.find(d.segment);
-    if (s == nullptr) {
-      error = "ERR segment " + std::to_string(d.segment) + " is not registered on this connection";
-      return false;
-    }
-    if (s->kind != SegmentKind::kVerbs) {
-      error = "ERR segment " + std::to_string(d.segment) + " is not an RDMA segment";
-      return false;
-    }
-    if (d.length == 0 || d.offset > s->length || d.length > s->length - d.offset) {
-      error = "ERR descriptor (" + std::to_string(d.segment) + " " + std::to_string(d.offset) +
-              " " + std::to_string(d.length) + ") is outside its segment of " +
-              std::to_string(s->length) + " bytes";
-      return false;
-    }
+    const Segment* s = table.check(d, SegmentKind::kVerbs, error);
+    if (s == nullptr) return false;
     out.push_back({s->remote_addr + d.offset, s->rkey, d.length});
     total += d.length;
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: unit tests (doctest) and integration
-# tests (a real stratakv-server driven by hiredis, redis-py, redis-cli and redis-benchmark),
+# tests (a real stratakv-server driven by hiredis, redis-py, redis-cli and redis-benchmark, and
+# short runs of each mode of stratakv-bench checking its own accounting),
 # first on the Release build, then on an ASan+UBSan build.
 #   STRATAKV_TEST_SANITIZE=0 skips the ASan+UBSan pass (it is on by default and in CI).
 #   STRATAKV_TEST_TSAN=1 adds a ThreadSanitizer pass (off by default: it roughly doubles the time).
@@ -26,7 +27,7 @@ fi
 if [ "${STRATAKV_TEST_TSAN:-0}" = "1" ]; then
   # TSan's deadlock detector tracks at most 64 held locks; a DEL of many keys holds up to one
   # lock per keyspace shard (128), in a fixed order, so that detector is switched off.
-  export TSAN_OPTIONS=detect_deadlocks=0:halt_on_error=1
+  export TSAN_OPTIONS="detect_deadlocks=0:halt_on_error=1:suppressions=$PWD/tests/tsan.supp"
   run_suite tsan
 fi
 echo "=== all tests passed"

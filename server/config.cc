@@ -77,6 +77,11 @@ const std::vector<Spec>& specs() {
       {Key::kSsdWriteBufferSize, "tiering.ssd.write_buffer_size", Type::kSize, "64mb", false,
        1 << 20, int64_t{1} << 34},
       {Key::kPromoteAfter, "tiering.promote_after", Type::kInt, "1", true, 1, 1'000'000},
+      // The verbs transport (rdma/verbs_transport.h): offered when a device is found at start.
+      {Key::kRdmaEnabled, "rdma.enabled", Type::kBool, "yes", false},
+      {Key::kRdmaDevice, "rdma.device", Type::kString, "", false},  // "" = the first device
+      {Key::kRdmaGidIndex, "rdma.gid_index", Type::kInt, "0", false, 0, 255},
+      {Key::kRdmaTimeout, "rdma.timeout", Type::kInt, "10000", true, 1, 3'600'000},  // ms
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},

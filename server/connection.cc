@@ -96,6 +96,16 @@ resp::LargeBulk Connection::allocate_bulk(size_t len) {
   return {data, value_keepalive(std::move(value))};
 }
 
+bool Connection::unpin(std::string_view key, int64_t now_ms) {
+  auto it = pins.find(std::string(key));
+  if (it == pins.end()) return false;
+  pins.erase(it);
+  tiering::Shard& shard = server_.keyspace().shard_of(key);
+  std::lock_guard lock(shard.mu);
+  tiering::Shard::Item* item = shard.find(key, now_ms);
+  return item != nullptr && shard.unlease(item, id_, now_ms);
+}
+
 void Connection::start() {
   server_.clients().add(id_, weak_from_this());
   asio::co_spawn(worker_.io, [self = shared_from_this()] { return self->run(); }, asio::detached);
@@ -245,7 +255,10 @@ asio::awaitable<void> Connection::run() {
     last_ms_.store(batch_ms, std::memory_order_relaxed);
   }
 
-  // Closed: release what the partial request held and leave the registry.
+  // Closed: end this client's leases, release what the partial request held, and leave the
+  // registry.
+  const int64_t now = tiering::now_ms();
+  while (!pins.empty()) unpin(std::string(pins.begin()->first), now);
   parser_.reset();
   server_.stats().reserved_bulk_bytes.fetch_sub(reserved_counted_.exchange(0));
   writer_.clear();

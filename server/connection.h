@@ -16,11 +16,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "resp/parser.h"
 #include "resp/writer.h"
 #include "rdma/segment.h"
+#include "rdma/verbs_transport.h"
 #include "server/command.h"
 #include "tiering/value.h"
 
@@ -59,6 +61,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// File descriptors received with SCM_RIGHTS (Unix socket), oldest first, each waiting for
   /// the KV.REGISTER SHM that claims it; the rest are closed with the connection.
   std::deque<int> passed_fds;
+  /// Keys this connection leased (KV.PREFIX ... PIN) and the deadline it asked, so that
+  /// KV.UNPIN and closing end exactly its own leases.
+  std::unordered_map<std::string, int64_t> pins;
+  /// Ends this connection's lease of `key`. Returns whether it was unexpired.
+  bool unpin(std::string_view key, int64_t now_ms);
+  /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
+  std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// RESP protocol version of replies (2 or 3).
   int protocol() const { return writer_.protocol(); }
   void set_protocol(int v) {

@@ -61,8 +61,12 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
     // region's capacity when maxmemory is 0. Buffers reserved for large bulks still in flight
     // do not count: a client that sends a header and no bytes must not push other clients'
     // writes out.
-    if (server_.used_memory_now() > server_.memory_limit() &&
-        !server_.make_room_for_write(now_ms)) {
+    const uint64_t used = server_.used_memory_now(), limit = server_.memory_limit();
+    // Past the high watermark, wake the background evictor now rather than at its next tick:
+    // at GB/s of writes the room between the watermark and maxmemory lasts milliseconds.
+    if (used > config.fraction(Key::kEvictionHighWatermark) * static_cast<double>(limit))
+      server_.evictor().notify();
+    if (used > limit && !server_.make_room_for_write(now_ms)) {
       WorkerStats::bump(stats.rejected);
       writer_.error(err::kOom);
       return;

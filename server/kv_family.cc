@@ -27,6 +27,8 @@ namespace {
 using tiering::Shard;
 using tiering::ValueRef;
 
+constexpr std::string_view kNoRdma = "ERR RDMA is not available on this server";
+
 // One key's part of a command: its scatter-gather list.
 struct KeyPart {
   std::string_view key;
@@ -37,7 +39,7 @@ struct KeyPart {
 // Reads `n` descriptors (three integers each) at the parser's position.
 bool read_descriptors(ArgParser& p, size_t n, std::vector<rdma::Descriptor>& out) {
   out.clear();
-  out.reserve(n);
+  out.reserve(std::min(n, p.remaining() / 3));  // n comes from the client: bound it
   for (size_t i = 0; i < n && p.ok(); ++i) {
     if (p.remaining() < 3) {
       p.fail(err::kSyntax);
@@ -85,12 +87,66 @@ bool read_put_options(CommandContext& ctx, std::string_view command, size_t at, 
   return true;
 }
 
-// Fills a new value from the part's segments. Empty with `error` set on a bad descriptor or
-// a length mismatch; throws std::bad_alloc when the region cannot fit the value.
+// A scatter-gather list resolved for one transport: mapped pieces (shm) or pieces of client
+// memory reached by one-sided RDMA (verbs). One list uses one transport.
+struct Window {
+  std::vector<iovec> local;
+  std::vector<rdma::RemotePiece> remote;
+  uint64_t total = 0;  // bytes
+  bool verbs = false;
+};
+
+bool resolve(CommandContext& ctx, std::span<const rdma::Descriptor> sgl, Window& w,
+             std::string& error) {
+  const rdma::Segment* first = sgl.empty() ? nullptr : ctx.conn.segments.find(sgl[0].segment);
+  if (first != nullptr && first->kind == rdma::SegmentKind::kVerbs && ctx.conn.verbs) {
+    w.verbs = true;
+    return rdma::resolve_remote(ctx.conn.segments, sgl, w.remote, w.total, error);
+  }
+  return ctx.conn.segments.resolve(sgl, w.local, w.total, error);
+}
+
+uint32_t rdma_timeout_ms(CommandContext& ctx) {
+  return static_cast<uint32_t>(ctx.server.config().num(Key::kRdmaTimeout));
+}
+
+// Copies the window's bytes into `dst` (n = the window's total): memcpy, or RDMA READ into the
+// registered region. Blocks the connection's thread until the transfer completes.
+bool copy_in(CommandContext& ctx, const Window& w, char* dst, size_t n, std::string& error) {
+  if (n == 0) return true;
+  if (!w.verbs) {
+    rdma::gather(w.local, {reinterpret_cast<std::byte*>(dst), n});
+    return true;
+  }
+  const iovec local{dst, n};
+  return ctx.conn.verbs->read({&local, 1}, w.remote, rdma_timeout_ms(ctx), error);
+}
+
+// Copies `n` bytes from `src` into the start of the window (n <= its total): memcpy, or RDMA
+// WRITE from the registered region.
+bool copy_out(CommandContext& ctx, const Window& w, const char* src, size_t n,
+              std::string& error) {
+  if (n == 0) return true;
+  if (!w.verbs) {
+    rdma::scatter({reinterpret_cast<const std::byte*>(src), n}, w.local);
+    return true;
+  }
+  std::vector<rdma::RemotePiece> remote;  // the window's first n bytes
+  for (uint64_t left = n; const rdma::RemotePiece& r : w.remote) {
+    if (left == 0) break;
+    remote.push_back({r.addr, r.rkey, std::min<uint64_t>(r.length, left)});
+    left -= remote.back().length;
+  }
+  const iovec local{const_cast<char*>(src), n};
+  return ctx.conn.verbs->write({&local, 1}, remote, rdma_timeout_ms(ctx), error);
+}
+
+// Fills a new value from the part's segments. Empty with `error` set on a bad descriptor, a
+// length mismatch or a failed transfer; throws std::bad_alloc when the region cannot fit it.
 ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error) {
-  std::vector<iovec> pieces;
-  uint64_t total = 0;
-  if (!ctx.conn.segments.resolve(part.sgl, pieces, total, error)) return {};
+  Window w;
+  if (!resolve(ctx, part.sgl, w, error)) return {};
+  const uint64_t total = w.total;
   if (total != part.total) {
     error = "ERR scatter-gather list is " + std::to_string(total) + " bytes, total_length is " +
             std::to_string(part.total);
@@ -101,7 +157,7 @@ ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error
     return {};
   }
   ValueRef value = new_value(ctx, part.total);
-  rdma::gather(pieces, {reinterpret_cast<std::byte*>(value->data()), part.total});
+  if (!copy_in(ctx, w, value->data(), part.total, error)) return {};
   ctx.server.stats().kv_put_bytes.fetch_add(part.total, std::memory_order_relaxed);
   return value;
 }
@@ -132,10 +188,10 @@ void put_one(CommandContext& ctx, const KeyPart& part, const PutOptions& o) {
 
 // Gets one key into its window, replying the value's length, nil, or an error.
 void get_one(CommandContext& ctx, const KeyPart& part) {
-  std::vector<iovec> pieces;
-  uint64_t window = 0;
+  Window w;
   std::string error;
-  if (!ctx.conn.segments.resolve(part.sgl, pieces, window, error)) return ctx.out.error(error);
+  if (!resolve(ctx, part.sgl, w, error)) return ctx.out.error(error);
+  const uint64_t window = w.total;
   ValueRef value;
   {
     Shard& shard = ctx.ks.shard_of(part.key);
@@ -148,7 +204,7 @@ void get_one(CommandContext& ctx, const KeyPart& part) {
   if (size > window)
     return ctx.out.error("ERR window of " + std::to_string(window) +
                          " bytes is smaller than the value (" + std::to_string(size) + " bytes)");
-  rdma::scatter({reinterpret_cast<const std::byte*>(value->data()), size}, pieces);
+  if (!copy_out(ctx, w, value->data(), size, error)) return ctx.out.error(error);
   ctx.server.stats().kv_get_bytes.fetch_add(size, std::memory_order_relaxed);
   ctx.out.integer(static_cast<int64_t>(size));
 }
@@ -171,13 +227,53 @@ void cmd_register(CommandContext& ctx) {
     if (id == 0) return ctx.out.error(error);
     return ctx.out.integer(static_cast<int64_t>(id));
   }
-  if (iequals(ctx.args[1], "verbs")) return ctx.out.error("ERR RDMA is not available on this server");
+  if (iequals(ctx.args[1], "verbs")) {
+    if (ctx.args.size() != 5) return ctx.out.error(err::kSyntax);
+    if (ctx.server.verbs() == nullptr) return ctx.out.error(kNoRdma);
+    if (!conn.verbs) return ctx.out.error("ERR KV.REGISTER VERBS needs KV.CONNECT VERBS first");
+    auto addr = parse_int(ctx.args[2]), length = parse_int(ctx.args[3]);
+    auto rkey = parse_int(ctx.args[4]);
+    if (!addr || !length || !rkey || *addr < 0 || *length <= 0 || *rkey < 0 ||
+        *rkey > UINT32_MAX)
+      return ctx.out.error(err::kNotInteger);
+    const uint64_t id = conn.segments.add_verbs(static_cast<uint64_t>(*addr),
+                                                static_cast<uint64_t>(*length),
+                                                static_cast<uint32_t>(*rkey));
+    return ctx.out.integer(static_cast<int64_t>(id));
+  }
   ctx.out.error(err::kSyntax);
 }
 
+// KV.CONNECT VERBS gid qpn psn mtu: this connection's queue pair, connected to the client's.
 void cmd_connect(CommandContext& ctx) {
   if (!iequals(ctx.args[1], "verbs")) return ctx.out.error(err::kSyntax);
-  ctx.out.error("ERR RDMA is not available on this server");
+  rdma::VerbsDevice* device = ctx.server.verbs();
+  if (device == nullptr) return ctx.out.error(kNoRdma);
+  rdma::QpAddress remote;
+  auto qpn = parse_int(ctx.args[3]), psn = parse_int(ctx.args[4]), mtu = parse_int(ctx.args[5]);
+  if (!rdma::QpAddress::parse_gid(ctx.args[2], remote.gid))
+    return ctx.out.error("ERR invalid GID: 32 hex digits expected");
+  if (!qpn || !psn || !mtu || *qpn < 0 || *qpn >= (1 << 24) || *psn < 0 || *psn >= (1 << 24) ||
+      rdma::mtu_from_bytes(static_cast<uint32_t>(*mtu)) == ibv_mtu(0))
+    return ctx.out.error("ERR invalid queue pair address (qpn and psn: 24 bits; mtu: 256..4096)");
+  remote.qpn = static_cast<uint32_t>(*qpn);
+  remote.psn = static_cast<uint32_t>(*psn);
+  remote.mtu = static_cast<uint32_t>(*mtu);
+  std::string error;
+  Connection& conn = ctx.conn;
+  if (!conn.verbs) {
+    conn.verbs = rdma::VerbsEndpoint::create(*device, {}, error);
+    if (!conn.verbs) return ctx.out.error(error);
+    if (!conn.verbs->connect(remote, error)) return ctx.out.error(error);
+  } else if (!conn.verbs->reconnect(remote, error)) {  // after an error: both sides anew
+    return ctx.out.error(error);
+  }
+  const rdma::QpAddress local = conn.verbs->local_address();
+  ctx.out.array(4);
+  ctx.out.bulk(local.gid_hex());
+  ctx.out.integer(local.qpn);
+  ctx.out.integer(local.psn);
+  ctx.out.integer(local.mtu);
 }
 
 void cmd_unregister(CommandContext& ctx) {
@@ -273,23 +369,31 @@ void cmd_prefix(CommandContext& ctx) {
   const int64_t ttl = ctx.server.config().num(Key::kLeaseTtl);
   const int64_t until = ctx.now_ms + (pin_ms == 0 ? ttl : std::min(pin_ms, ttl));
   int64_t n = 0;
+  Connection& conn = ctx.conn;
   for (size_t i = 1; i < end; ++i) {
-    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
-    std::lock_guard lock(shard.mu);
-    Shard::Item* item = shard.lookup(ctx.args[i], ctx.now_ms);
-    if (item == nullptr) break;
-    if (pin_ms >= 0) shard.lease(item, until);
+    std::string_view key = ctx.args[i];
+    {
+      Shard& shard = ctx.ks.shard_of(key);
+      std::lock_guard lock(shard.mu);
+      Shard::Item* item = shard.lookup(key, ctx.now_ms);
+      if (item == nullptr) break;
+      if (pin_ms >= 0) shard.lease(item, conn.id(), until);
+    }
+    if (pin_ms >= 0) {
+      int64_t& mine = conn.pins[std::string(key)];
+      mine = std::max(mine, until);
+    }
     ++n;
   }
+  if (conn.pins.size() > 4096)  // forget leases that ended by themselves
+    std::erase_if(conn.pins, [&](const auto& p) { return p.second <= ctx.now_ms; });
   ctx.out.integer(n);
 }
 
 void cmd_unpin(CommandContext& ctx) {
   int64_t n = 0;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
-    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
-    std::lock_guard lock(shard.mu);
-    if (Shard::Item* item = shard.find(ctx.args[i], ctx.now_ms)) n += shard.unlease(item, ctx.now_ms);
+    n += ctx.conn.unpin(ctx.args[i], ctx.now_ms);
   }
   ctx.out.integer(n);
 }

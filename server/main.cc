@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "rdma/verbs_transport.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -75,9 +76,24 @@ int main(int argc, char** argv) {
                          config.str(server::Key::kLogFile));
   std::signal(SIGPIPE, SIG_IGN);
 
+  // The RDMA device, if any: one log line either way. Looked for first, because a region
+  // registered with a NIC must keep its pages (no purge).
+  std::unique_ptr<rdma::VerbsDevice> verbs;
+  if (config.num(server::Key::kRdmaEnabled)) {
+    rdma::DeviceOptions o;
+    o.name = config.str(server::Key::kRdmaDevice);
+    o.gid_index = static_cast<int>(config.num(server::Key::kRdmaGidIndex));
+    std::string line;
+    verbs = rdma::VerbsDevice::probe(rdma::real_verbs(), o, line);
+    server::log::notice(line);
+  } else {
+    server::log::notice("RDMA: rdma.enabled is off, fast path over verbs disabled");
+  }
+
   // The memory region every value lives in, before anything allocates a value.
   tiering::RegionOptions region;
   region.capacity = static_cast<size_t>(config.num(server::Key::kMemoryCapacity));
+  region.purge = verbs == nullptr;
   region.hugepages = config.num(server::Key::kMemoryHugepages) != 0;
   std::string region_error;
   if (!tiering::MemoryTier::start(region, &region_error)) {
@@ -92,7 +108,16 @@ int main(int argc, char** argv) {
   if (region.hugepages && r.hugepages() != tiering::HugePages::kHugetlb)
     server::log::warning("memory.hugepages: hugetlb pages unavailable: " + r.note());
 
+  if (verbs) {
+    std::string err;
+    if (!verbs->register_region(r.base(), r.size(), err)) {
+      server::log::warning("RDMA: cannot register the memory region, verbs disabled: " + err);
+      verbs.reset();
+    }
+  }
+
   server::Server srv(config);
+  srv.set_verbs(std::move(verbs));
   // The SSD tier opens and recovers its keys before the first client connects.
   srv.start_ssd_tier();
   if (auto err = srv.listen()) {

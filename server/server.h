@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "rdma/verbs_transport.h"
 #include "server/client_registry.h"
 #include "server/command.h"
 #include "server/config.h"
@@ -107,6 +108,11 @@ class Server {
   /// the maxmemory check's figures, and returns the figures. Thread-safe.
   tiering::MemoryFigures refresh_memory();
 
+  /// The RDMA device the verbs transport uses, with the region registered; null when none.
+  rdma::VerbsDevice* verbs() { return verbs_.get(); }
+  /// Hands over the device (main(), before run()).
+  void set_verbs(std::unique_ptr<rdma::VerbsDevice> device) { verbs_ = std::move(device); }
+
   /// The evictor (maxmemory-policy); its options follow the config at every cron tick.
   tiering::Evictor& evictor() { return evictor_; }
   /// For a write command while used memory is past the limit: evicts per maxmemory-policy
@@ -141,6 +147,7 @@ class Server {
   void stop_ssd_tier();
 
   Config& config_;
+  std::unique_ptr<rdma::VerbsDevice> verbs_;  // before the connections that use it
   tiering::Keyspace keyspace_;
   tiering::Evictor evictor_;
   CommandTable commands_;

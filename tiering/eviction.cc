@@ -248,19 +248,18 @@ void Evictor::stop() {
 }
 
 void Evictor::notify() {
-  {
-    std::lock_guard lock(wake_mu_);
-    woken_ = true;
-  }
+  if (woken_.exchange(true, std::memory_order_acq_rel)) return;  // already pending
+  { std::lock_guard lock(wake_mu_); }  // the waiter is either waiting or will see woken_
   wake_.notify_one();
 }
 
 void Evictor::run(int period_ms) {
   std::unique_lock lock(wake_mu_);
   while (!stop_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return stop_ || woken_; });
+    wake_.wait_for(lock, std::chrono::milliseconds(period_ms),
+                   [&] { return stop_ || woken_.load(std::memory_order_acquire); });
     if (stop_) break;
-    woken_ = false;
+    woken_.store(false, std::memory_order_release);
     bool again = false;
     lock.unlock();
     const EvictionOptions o = options();
@@ -275,7 +274,7 @@ void Evictor::run(int period_ms) {
       }
     }
     lock.lock();
-    if (again) woken_ = true;
+    if (again) woken_.store(true, std::memory_order_release);
   }
 }
 

@@ -149,7 +149,8 @@ class Evictor {
 
   std::mutex wake_mu_;
   std::condition_variable wake_;
-  bool stop_ = false, woken_ = false;
+  bool stop_ = false;
+  std::atomic<bool> woken_{false};  // a notify() is pending: later ones cost one atomic op
   std::thread thread_;
 };
 

@@ -110,34 +110,51 @@ void Shard::unlink(Item* item) {
   map_.erase(item);
 }
 
-void Shard::lease(Item* item, int64_t until_ms) {
-  Entry& e = item->second;
-  if (e.flags & kEntryLeased) {
-    int64_t& until = leases_[item];
-    until = std::max(until, until_ms);
-  } else {
-    e.flags |= kEntryLeased;
-    leases_[item] = until_ms;
+void Shard::lease(Item* item, uint64_t holder, int64_t until_ms) {
+  item->second.flags |= kEntryLeased;
+  std::vector<Lease>& held = leases_[item];
+  for (Lease& l : held) {
+    if (l.holder == holder) {
+      l.until_ms = std::max(l.until_ms, until_ms);
+      return;
+    }
   }
+  held.push_back({holder, until_ms});
 }
+
+namespace {
+template <class Leases>
+bool any_live(const Leases& held, int64_t now) {
+  return std::any_of(held.begin(), held.end(), [&](const auto& l) { return l.until_ms > now; });
+}
+}  // namespace
 
 bool Shard::leased(const Item* item, int64_t now) const {
   if (!(item->second.flags & kEntryLeased)) return false;
   auto it = leases_.find(item);
-  return it != leases_.end() && it->second > now;
+  return it != leases_.end() && any_live(it->second, now);
 }
 
-bool Shard::unlease(Item* item, int64_t now) {
+bool Shard::unlease(Item* item, uint64_t holder, int64_t now) {
   if (!(item->second.flags & kEntryLeased)) return false;
-  const bool was = leased(item, now);
-  leases_.erase(item);
-  item->second.flags &= ~kEntryLeased;
+  auto it = leases_.find(item);
+  if (it == leases_.end()) return false;
+  std::vector<Lease>& held = it->second;
+  auto mine = std::find_if(held.begin(), held.end(), [&](auto& l) { return l.holder == holder; });
+  if (mine == held.end()) return false;
+  const bool was = mine->until_ms > now;
+  held.erase(mine);
+  if (held.empty()) {
+    leases_.erase(it);
+    item->second.flags &= ~kEntryLeased;
+  }
   return was;
 }
 
 void Shard::prune_leases(int64_t now) {
   for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second > now) {
+    std::erase_if(it->second, [&](const Lease& l) { return l.until_ms <= now; });
+    if (!it->second.empty()) {
       ++it;
       continue;
     }
@@ -148,7 +165,7 @@ void Shard::prune_leases(int64_t now) {
 
 size_t Shard::lease_count(int64_t now) const {
   size_t n = 0;
-  for (const auto& [item, until] : leases_) n += until > now;
+  for (const auto& [item, held] : leases_) n += any_live(held, now);
   return n;
 }
 

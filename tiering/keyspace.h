@@ -125,14 +125,15 @@ class Shard {
   void erase(Item* item);
   /// Removes `key` if present (an expired key counts as absent). Returns whether it was.
   bool erase(std::string_view key, int64_t now);
-  /// Leases (DESIGN.md, "Values, references and leases"): pins a present key against
-  /// eviction until `until_ms` (Unix ms). Extends an existing lease, never shortens it. A lease
-  /// does not stop DEL, overwrite or expiry; it ends with the key.
-  void lease(Item* item, int64_t until_ms);
-  /// Whether eviction must skip `item` at `now`.
+  /// Leases (DESIGN.md, "Values, references and leases"): `holder` (a connection id) pins a
+  /// present key against eviction until `until_ms` (Unix ms). Each holder has its own lease:
+  /// one holder extends (never shortens) or ends only its own. A lease does not stop DEL,
+  /// overwrite or expiry; it ends with the key.
+  void lease(Item* item, uint64_t holder, int64_t until_ms);
+  /// Whether eviction must skip `item` at `now`: some holder's lease is unexpired.
   bool leased(const Item* item, int64_t now) const;
-  /// Ends `item`'s lease early. Returns whether it held an unexpired one.
-  bool unlease(Item* item, int64_t now);
+  /// Ends `holder`'s lease of `item` early. Returns whether it was unexpired.
+  bool unlease(Item* item, uint64_t holder, int64_t now);
   /// Leases whose deadline is after `now` (INFO leased_keys).
   size_t lease_count(int64_t now) const;
   /// Forgets leases whose deadline is <= now (for the cron).
@@ -188,7 +189,12 @@ class Shard {
   size_t index_ = 0;
   Map map_;
   std::set<std::pair<int64_t, Item*>> expiry_;  // (deadline, node in map_) of volatile keys
-  std::unordered_map<const Item*, int64_t> leases_;  // lease deadline of kEntryLeased keys
+  struct Lease {
+    uint64_t holder;
+    int64_t until_ms;
+  };
+  // The leases of kEntryLeased keys: few keys, few holders each.
+  std::unordered_map<const Item*, std::vector<Lease>> leases_;
 };
 
 /// The sharded keyspace. Thread-safe through the shards' mutexes.

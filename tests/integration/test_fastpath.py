@@ -233,6 +233,19 @@ def test_prefix_counts_leading_keys_and_pins_them(fast):
     assert c.call("KV.PREFIX", "c2", "PIN", 50) == 1  # extends, never shortens
     time.sleep(0.1)
     assert r.info("fastpath")["leased_keys"] == 2
+    # Each client ends only its own leases: another's KV.UNPIN leaves c's in place ...
+    other = fast()
+    assert other.call("KV.PREFIX", "c2", "PIN", 5000) == 1
+    assert other.call("KV.UNPIN", "c2", "c3") == 1
+    assert r.info("fastpath")["leased_keys"] == 2
+    # ... and closing a connection ends its leases.
+    assert other.call("KV.PREFIX", "c5", "PIN", 5000) == 1
+    assert r.info("fastpath")["leased_keys"] == 3
+    other.close()
+    deadline = time.time() + 5
+    while r.info("fastpath")["leased_keys"] != 2 and time.time() < deadline:
+        time.sleep(0.02)
+    assert r.info("fastpath")["leased_keys"] == 2
 
 
 def test_pinned_keys_survive_eviction_and_leases_expire(start_server, sock_path):
@@ -316,3 +329,11 @@ while True:
         time.sleep(0.05)
     assert r.info("fastpath")["fastpath_segments"] == base
     assert r.ping()
+
+
+def test_absurd_counts_are_syntax_errors(fast):
+    c = fast()
+    assert c.call("KV.MGET", 1, "k", 10 ** 15, 1, 0, 1) == Err("ERR syntax error")
+    assert c.call("KV.MGET", 10 ** 15, "k", 1, 1, 0, 1) == Err("ERR syntax error")
+    assert c.call("KV.MPUT", 1, "k", 1, 10 ** 15, 1, 0, 1) == Err("ERR syntax error")
+    assert c.call("PING") == Simple("PONG")

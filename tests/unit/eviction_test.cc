@@ -135,7 +135,7 @@ TEST_CASE("leased keys are skipped; noeviction evicts nothing") {
   std::set<std::string> pins = {"k0", "k1", "k2"};
   for (auto& p : pins) {
     Shard& s = ks.shard_of(p);
-    s.lease(s.find(p, now), now + 10'000);
+    s.lease(s.find(p, now), /*holder=*/1, now + 10'000);
   }
   Evictor ev(ks, [&] { return ks.size() * kUnit; });
   ev.set_options(opts(EvictionPolicy::kNoEviction, 20 * kUnit));

@@ -81,6 +81,36 @@ TEST_CASE("shard: upsert, find, erase") {
   CHECK(s.misses == 0);  // find() counts nothing
 }
 
+TEST_CASE("shard: leases are per holder, extend, expire, and end with the key") {
+  Shard s;
+  std::lock_guard lock(s.mu);
+  Shard::Item* a = s.upsert("a", val("1"), 0, kNow);
+  CHECK_FALSE(s.leased(a, kNow));
+  s.lease(a, /*holder=*/1, kNow + 100);
+  s.lease(a, /*holder=*/2, kNow + 50);
+  s.lease(a, /*holder=*/2, kNow + 10);  // never shortens holder 2's lease
+  CHECK(s.leased(a, kNow));
+  CHECK(s.lease_count(kNow) == 1);
+  CHECK(s.unlease(a, 1, kNow));         // holder 1 ends its own lease ...
+  CHECK_FALSE(s.unlease(a, 1, kNow));   // ... once
+  CHECK(s.leased(a, kNow + 49));        // ... and holder 2's still holds
+  CHECK_FALSE(s.leased(a, kNow + 50));  // until its deadline
+  CHECK_FALSE(s.unlease(a, 2, kNow + 60));  // an expired lease ends without counting
+  CHECK(s.lease_count(kNow) == 0);
+  // Pruning forgets expired leases; erasing the key forgets live ones.
+  s.lease(a, 3, kNow + 10);
+  s.prune_leases(kNow + 5);
+  CHECK(s.leased(a, kNow + 5));
+  s.prune_leases(kNow + 10);
+  CHECK_FALSE(s.leased(a, kNow));
+  CHECK(s.lease_count(kNow) == 0);
+  s.lease(a, 4, kNow + 1000);
+  s.erase(a);
+  Shard::Item* again = s.upsert("a", val("2"), 0, kNow);
+  CHECK_FALSE(s.leased(again, kNow));
+  CHECK(s.lease_count(kNow) == 0);
+}
+
 TEST_CASE("shard: lookup counts hits and touches, peek counts without touching") {
   Shard s;
   std::lock_guard lock(s.mu);

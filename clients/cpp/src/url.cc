@@ -1,0 +1,126 @@
+#include "url.h"
+
+#include <cctype>
+#include <charconv>
+
+#include "stratakv/error.h"
+
+namespace stratakv::detail {
+namespace {
+
+[[noreturn]] void bad(std::string_view text, const std::string& why) {
+  throw Error(Error::Kind::kUsage, "bad URL '" + std::string(text) + "': " + why);
+}
+
+int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string decode(std::string_view text, std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || hex(s[i + 1]) < 0 || hex(s[i + 2]) < 0) bad(text, "bad %-escape");
+    out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+    i += 2;
+  }
+  return out;
+}
+
+// "user:password" or ":password" or "password"-less "user".
+void read_userinfo(std::string_view text, std::string_view info, Url& url) {
+  const size_t colon = info.find(':');
+  if (colon == std::string_view::npos) {
+    url.user = decode(text, info);
+    return;
+  }
+  url.user = decode(text, info.substr(0, colon));
+  url.password = decode(text, info.substr(colon + 1));
+}
+
+void read_query(std::string_view text, std::string_view query, Url& url) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    std::string_view name = pair.substr(0, eq);
+    std::string value = eq == std::string_view::npos ? "" : decode(text, pair.substr(eq + 1));
+    if (name == "password") url.password = value;
+    else if (name == "user" || name == "username") url.user = value;
+    else if (name == "db" && (value == "0" || value.empty())) continue;
+    else bad(text, "unsupported query parameter '" + std::string(name) + "'");
+  }
+}
+
+}  // namespace
+
+Url parse_url(std::string_view text) {
+  Url url;
+  std::string_view rest;
+  if (text.starts_with("redis://")) {
+    rest = text.substr(8);
+  } else if (text.starts_with("unix://")) {
+    url.scheme = Url::Scheme::kUnix;
+    rest = text.substr(7);
+  } else {
+    bad(text, "the scheme must be redis:// or unix://");
+  }
+  const size_t q = rest.find('?');
+  if (q != std::string_view::npos) {
+    read_query(text, rest.substr(q + 1), url);
+    rest = rest.substr(0, q);
+  }
+  // userinfo ends at the last '@' before the path (a password may hold '@' only escaped).
+  const size_t at = url.scheme == Url::Scheme::kUnix ? rest.find("@/") : rest.find('@');
+  if (at != std::string_view::npos) {
+    read_userinfo(text, rest.substr(0, at), url);
+    rest = rest.substr(at + 1);
+  }
+  if (url.scheme == Url::Scheme::kUnix) {
+    if (rest.empty() || rest[0] != '/') bad(text, "a unix:// URL needs an absolute socket path");
+    url.path = decode(text, rest);
+    return url;
+  }
+  const size_t slash = rest.find('/');
+  if (slash != std::string_view::npos) {
+    std::string_view db = rest.substr(slash + 1);
+    if (!db.empty() && db != "0") bad(text, "only database 0 exists");
+    rest = rest.substr(0, slash);
+  }
+  std::string_view port;
+  if (!rest.empty() && rest[0] == '[') {
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) bad(text, "unclosed '[' in the host");
+    url.host = std::string(rest.substr(1, close - 1));
+    rest = rest.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') bad(text, "expected ':' after the host");
+      port = rest.substr(1);
+    }
+  } else {
+    const size_t colon = rest.find(':');
+    url.host = std::string(rest.substr(0, colon));
+    if (colon != std::string_view::npos) port = rest.substr(colon + 1);
+  }
+  if (url.host.empty()) bad(text, "no host");
+  for (char c : url.host)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != ':')
+      bad(text, "bad character in the host");
+  if (!port.empty() || rest.ends_with(":")) {
+    int p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc{} || end != port.data() + port.size() || p <= 0 || p > 65535)
+      bad(text, "bad port");
+    url.port = p;
+  }
+  return url;
+}
+
+}  // namespace stratakv::detail

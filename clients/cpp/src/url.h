@@ -1,0 +1,24 @@
+// url.h - the server address a Client is made from.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace stratakv::detail {
+
+struct Url {
+  enum class Scheme { kTcp, kUnix };
+  Scheme scheme = Scheme::kTcp;
+  std::string host;  ///< kTcp
+  int port = 6379;   ///< kTcp
+  std::string path;  ///< kUnix: the socket's path
+  std::string user;
+  std::string password;
+};
+
+/// Parses `redis://[[user]:password@]host[:port][/0]`, `[user:password@]` with IPv6 hosts in
+/// brackets, and `unix://[[user]:password@]/path[?password=..&user=..]`. Percent-escapes in the
+/// user, password and path are decoded. Throws Error(kUsage) naming what is wrong.
+Url parse_url(std::string_view text);
+
+}  // namespace stratakv::detail

@@ -1,0 +1,119 @@
+"""stratakv: the Python client of the stratakv KV-cache server.
+
+    import stratakv, torch
+    kv = stratakv.Client("unix:///run/stratakv.sock")   # shm fast path; "redis://host:port" = RESP
+    kv.put("k", b"bytes")                                # bytes, buffers, numpy arrays, torch CPU tensors
+    kv.put_tensor("t", torch.randn(4, 8, dtype=torch.bfloat16))
+    t = kv.get_tensor("t")                                # dtype and shape kept
+
+Every call releases the GIL while it talks to the server; a Client may be shared by threads.
+Failures raise stratakv.Error (str(e) is the server's error text, e.kind says what failed).
+See docs/sdk.md.
+"""
+
+from . import tensors
+from ._native import Buffer, Error
+from ._native import Client as _NativeClient
+
+__all__ = ["Client", "Buffer", "Error", "tensors"]
+
+
+class Client(_NativeClient):
+    """A connection pool to one stratakv server.
+
+    Client(url, *, max_connections=8, transport="auto", connect_timeout_ms=5000,
+           io_timeout_ms=60000, max_staging_bytes=256 MiB, password=None)
+
+    Raw-bytes calls (values are stored as their bytes, no header):
+      put(key, value, ttl_ms=None, nx=False) -> bool     value: bytes/buffer/array/tensor, or a
+                                                         list of them (gathered)
+      get(key) -> bytes | None
+      get_into(key, target) -> int | None                 target: writable buffer/array/tensor,
+                                                         or a list of them (scattered)
+      batch_put(keys, values, ttl_ms=None, nx=False) -> [bool]
+      batch_get_into(keys, targets) -> [int | None]
+      exists, batch_exists, prefix_match(keys, pin_ms=None), unpin, remove, batch_remove
+      alloc_buffer(size) -> Buffer (registered memory: zero copy on shm)
+      register_buffer(obj) -> Buffer (caller memory; staged on shm)
+    Tensor calls (values carry dtype and shape, see stratakv.tensors):
+      put_tensor, get_tensor, get_ndarray, batch_put_tensors, batch_get_tensors_into,
+      alloc_tensor, alloc_array
+    """
+
+    # ---- tensors -------------------------------------------------------------------------
+    def put_tensor(self, key, t, ttl_ms=None, nx=False):
+        """Stores a torch CPU tensor or numpy array with its dtype and shape. Returns False only
+        when `nx` is set and the key exists."""
+        t = tensors.contiguous(t)
+        head = tensors.encode_header(tensors.dtype_name(t), t.shape)
+        return self.put(key, [head, t] if tensors.nbytes(t) else [head], ttl_ms=ttl_ms, nx=nx)
+
+    def batch_put_tensors(self, keys, ts, ttl_ms=None, nx=False):
+        """put_tensor of many keys in one round trip. Returns [bool]."""
+        values = []
+        for t in ts:
+            t = tensors.contiguous(t)
+            head = tensors.encode_header(tensors.dtype_name(t), t.shape)
+            values.append([head, t] if tensors.nbytes(t) else [head])
+        return self.batch_put(keys, values, ttl_ms=ttl_ms, nx=nx)
+
+    def get_tensor(self, key):
+        """The torch tensor stored by put_tensor (same dtype and shape), or None when missing.
+        Raises ValueError when the value is not in the tensor format."""
+        arr = self._get_uint8(key)
+        if arr is None:
+            return None
+        dtype, shape, hlen = tensors.decode_header(arr)
+        return tensors.from_bytes(arr, dtype, shape, hlen)
+
+    def get_ndarray(self, key):
+        """Like get_tensor, as a numpy array (not for bfloat16)."""
+        import numpy as np
+        arr = self._get_uint8(key)
+        if arr is None:
+            return None
+        dtype, shape, hlen = tensors.decode_header(arr)
+        if dtype == "bfloat16":
+            raise TypeError("numpy has no bfloat16: use get_tensor")
+        return arr[hlen:].view(np.dtype(dtype)).reshape(shape)
+
+    def batch_get_tensors_into(self, keys, ts):
+        """Reads tensor values into the caller's tensors/arrays (contiguous, CPU), which must
+        have the stored dtype and shape. Zero copy when they lie in alloc_buffer memory
+        (alloc_tensor / alloc_array). Returns [int | None] (value lengths; None = missing);
+        raises stratakv.Error(kind "usage") on a dtype or shape mismatch."""
+        heads = [bytearray(tensors.header_length(len(t.shape))) for t in ts]
+        targets = [[h, t] if tensors.nbytes(t) else [h] for h, t in zip(heads, ts)]
+        out = self.batch_get_into(keys, targets)
+        for key, head, t, n in zip(keys, heads, ts, out):
+            if n is None:
+                continue
+            dtype, shape, _ = tensors.decode_header(head)
+            if dtype != tensors.dtype_name(t) or tuple(shape) != tuple(t.shape):
+                e = Error("tensor %r is %s%s, the target is %s%s" % (
+                    key, dtype, list(shape), tensors.dtype_name(t), list(t.shape)))
+                e.kind = "usage"
+                raise e
+        return out
+
+    def alloc_tensor(self, shape, dtype):
+        """A zero-filled torch tensor in registered memory (zero-copy puts and gets on shm)."""
+        import torch
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        n = 1
+        for d in shape:
+            n *= int(d)
+        size = n * torch.empty((), dtype=dtype).element_size()
+        buf = self.alloc_buffer(max(size, 1))
+        return torch.frombuffer(buf, dtype=torch.uint8, count=size).view(dtype).reshape(tuple(shape))
+
+    def alloc_array(self, shape, dtype):
+        """A zero-filled numpy array in registered memory."""
+        import numpy as np
+        dtype = np.dtype(dtype)
+        n = 1
+        for d in shape:
+            n *= int(d)
+        buf = self.alloc_buffer(max(n * dtype.itemsize, 1))
+        return np.frombuffer(buf, dtype=dtype, count=n).reshape(tuple(shape))
