@@ -2,6 +2,7 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -134,6 +135,11 @@ SsdStatus SsdStore::open_db(bool wipe) {
   data_ = handles[0];
   meta_ = handles[1];
   order_ = handles[2];
+  // Flushes and compactions yield the cores to the clients' threads (nice 19): background work
+  // must not show in the latency of memory hits.
+  for (auto pool : {rocksdb::Env::Priority::HIGH, rocksdb::Env::Priority::LOW})
+    rocksdb::Env::Default()->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow)
+        .PermitUncheckedError();
   return {};
 }
 
@@ -226,8 +232,14 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
             --records;
           }
           Header h{seq++, op.expire_ms, op.bytes.size()};
-          wb.Put(data_, slice(op.key),
-                 rocksdb::Slice(reinterpret_cast<const char*>(op.bytes.data()), op.bytes.size()));
+          // The value's own checksum in front of its bytes (see read()).
+          char sum[8];
+          ssd_codec::put_le(sum, ssd_codec::checksum(op.bytes.data(), op.bytes.size()));
+          const rocksdb::Slice parts[2] = {
+              {sum, sizeof sum},
+              {reinterpret_cast<const char*>(op.bytes.data()), op.bytes.size()}};
+          const rocksdb::Slice key_part = slice(op.key);
+          wb.Put(data_, rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 2));
           wb.Put(meta_, slice(op.key), slice(ssd_codec::encode(h)));
           wb.Put(order_, slice(ssd_codec::encode_seq(h.seq)), slice(op.key));
           bytes += static_cast<int64_t>(op.key.size() + h.size);
@@ -274,15 +286,25 @@ SsdStatus SsdStore::remove(std::string_view key) {
 
 SsdStatus SsdStore::read(std::string_view key,
                          const std::function<std::span<std::byte>(size_t)>& alloc, size_t* size) {
+  // RocksDB's checksums of the blob are not verified here: Debian's build computes CRC32c in
+  // software (about 1.5 GB/s, most of a read's CPU). The value's own XXH3 (ten times faster)
+  // is checked instead, on the bytes as copied: a value is right or it is an error.
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = false;
+  ro.fill_cache = false;
   rocksdb::PinnableSlice v;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_, slice(key), &v);
+  rocksdb::Status s = db_->Get(ro, data_, slice(key), &v);
   if (!s.ok()) return SsdStatus::from(s, "read");
-  *size = v.size();
-  std::span<std::byte> out = alloc(v.size());
-  if (out.size() < v.size() || (out.data() == nullptr && v.size() != 0))
+  if (v.size() < 8) return {SsdStatus::Code::kCorruption, "read: a record shorter than its checksum"};
+  const size_t n = v.size() - 8;
+  *size = n;
+  std::span<std::byte> out = alloc(n);
+  if (out.size() < n || (out.data() == nullptr && n != 0))
     return {SsdStatus::Code::kNoMemory,
-            "read: no memory for a value of " + std::to_string(v.size()) + " bytes"};
-  if (v.size() != 0) std::memcpy(out.data(), v.data(), v.size());
+            "read: no memory for a value of " + std::to_string(n) + " bytes"};
+  if (n != 0) std::memcpy(out.data(), v.data() + 8, n);
+  if (ssd_codec::checksum(out.data(), n) != ssd_codec::get_le(v.data()))
+    return {SsdStatus::Code::kCorruption, "read: checksum mismatch in the value of a record"};
   return {};
 }
 

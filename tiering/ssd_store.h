@@ -5,9 +5,11 @@
 // decides what to demote, when, and what a record means for the keyspace.
 //
 // Layout: three column families in one database under `path`.
-//   default  key -> the value's bytes. Values of at least `min_blob_size` bytes go to blob
-//            files (RocksDB's integrated BlobDB): the LSM tree holds a small blob index, so
-//            compactions never rewrite tensor payloads.
+//   default  key -> the value's XXH3-64 checksum (8 bytes), then its bytes. Values of at
+//            least `min_blob_size` bytes go to blob files (RocksDB's integrated BlobDB): the
+//            LSM tree holds a small blob index, so compactions never rewrite tensor payloads.
+//            read() checks the checksum on the bytes it copied (RocksDB's own CRC32c is
+//            software in Debian's build, several times slower).
 //   meta     key -> 24-byte header {seq u64, expire_ms i64, size u64} (little endian). Small,
 //            never blobs: recovery (scan()) reads only these, never a value.
 //   order    seq (8 bytes, big endian) -> key: demotion order, oldest first, for capacity
@@ -142,8 +144,9 @@ class SsdStore {
   SsdStatus remove(std::string_view key);
 
   /// Reads the value of `key`: calls `alloc(size)` for a buffer of at least `size` bytes and
-  /// copies the bytes there once (from RocksDB's pinned slice). kNotFound when absent;
-  /// kNoMemory when `alloc` returns a shorter span. `*size` gets the value's size.
+  /// copies the bytes there once (from RocksDB's pinned slice), then checks their checksum.
+  /// kNotFound when absent; kNoMemory when `alloc` returns a shorter span; kCorruption when
+  /// the bytes are not what was written. `*size` gets the value's size.
   SsdStatus read(std::string_view key, const std::function<std::span<std::byte>(size_t)>& alloc,
                  size_t* size);
 

@@ -1,5 +1,6 @@
 // tiering/ssd_store_codec.h - the on-disk encodings of the SSD store (internal to ssd_store*.cc).
 //
+//   data value: XXH3-64 of the bytes (u64 little endian), then the bytes
 //   meta value: seq u64, expire_ms i64, size u64, little endian (24 bytes)
 //   order key:  seq u64 big endian (8 bytes), so the family iterates oldest first
 #pragma once
@@ -9,6 +10,11 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
 
 namespace tiering::ssd_codec {
 
@@ -45,6 +51,9 @@ inline bool decode(const rocksdb::Slice& v, Header* h) {
   h->size = get_le(v.data() + 16);
   return true;
 }
+
+/// The checksum a value is stored with (XXH3-64).
+inline uint64_t checksum(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
 inline std::string encode_seq(uint64_t seq) {
   std::string s(8, '\0');

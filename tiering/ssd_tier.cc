@@ -3,6 +3,9 @@
 // and recovery in ssd_tier_read.cc.
 #include "tiering/ssd_tier.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "tiering/allocator.h"
 
 #include <algorithm>
@@ -11,6 +14,8 @@
 
 namespace tiering {
 namespace {
+
+constexpr int kWriterNice = 10;
 
 // The highest ticket this thread queued for a superseded record (see take_barrier()).
 thread_local uint64_t t_barrier = 0;
@@ -65,6 +70,9 @@ void SsdTier::start() {
   ks_.set_hooks(this);
   writer_ = std::thread([this] {
     use_arena();
+    // Demotion is background work: below the connection threads (and the reads, which serve
+    // requests), so that writing to SSD does not show in the latency of memory hits.
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
     run_writer();
   });
 }

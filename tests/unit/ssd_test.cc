@@ -341,6 +341,38 @@ TEST_CASE("a crash keeps every acknowledged batch, never a torn value") {
   }
 }
 
+TEST_CASE("a value changed on disk reads as kCorruption, never as wrong bytes") {
+  TempDir dir;
+  const std::string v = bytes_of(256 << 10, 9);
+  {
+    auto s = open_store(dir.path);
+    REQUIRE(put(*s, "k", v).ok());
+    REQUIRE(s->flush().ok());  // the value is now in a blob file
+  }
+  std::string blob;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path + "/db"))
+    if (e.path().extension() == ".blob") blob = e.path();
+  REQUIRE(!blob.empty());
+  {
+    FILE* f = std::fopen(blob.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    std::fseek(f, 100 << 10, SEEK_SET);  // inside the value
+    const int c = std::fgetc(f);
+    std::fseek(f, 100 << 10, SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+  }
+  auto s = open_store(dir.path);
+  std::string out;
+  size_t size = 0;
+  SsdStatus st = s->read("k", [&](size_t n) {
+    out.resize(n);
+    return std::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), n);
+  }, &size);
+  CHECK(st.code == SsdStatus::Code::kCorruption);
+  CHECK(st.message.find("checksum") != std::string::npos);
+}
+
 TEST_CASE("bad options and unusable paths are statuses, not crashes") {
   TempDir dir;
   SsdOptions o;
