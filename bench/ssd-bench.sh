@@ -72,7 +72,10 @@ drop_caches() { if [[ $can_drop == 1 ]]; then sync; echo 3 > /proc/sys/vm/drop_c
 rm -rf "$SSD_DIR"
 mkdir -p "$SSD_DIR"
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$SSD_DIR"; }
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [[ ${KEEP:-0} == 1 ]]; then echo "ssd-bench: kept $SSD_DIR" >&2; else rm -rf "$SSD_DIR"; fi
+}
 trap cleanup EXIT
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -89,7 +92,11 @@ start_server() {
   for _ in $(seq 100); do cli ping >/dev/null 2>&1 && return 0; sleep 0.05; done
   echo "ssd-bench: server $name did not start" >&2; cat "$SSD_DIR/$name.log" >&2; exit 1
 }
-stop_server() { kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; }
+stop_server() {
+  kill "$SERVER_PID" 2>/dev/null || true
+  for _ in $(seq 600); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+  wait "$SERVER_PID" 2>/dev/null || true
+}
 
 wait_quiet() {  # until no demotion is queued
   for _ in $(seq 600); do
@@ -139,7 +146,7 @@ for size in 1m 32m; do
   "$BULK" --port "$PORT" --size "$size" --count "$count" --keys "$count" --connections "$CONNS" \
     --op get --verify >/dev/null || { log "verify FAILED for $size"; exit 1; }
   stop_server
-  rm -rf "$SSD_DIR/db-$size"
+  rm -rf "$SSD_DIR/db-$size" || { sleep 1; rm -rf "$SSD_DIR/db-$size"; }
 done
 
 # ---- 3. p99 of memory-resident GETs with and without background demotion ----

@@ -100,6 +100,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // refreshes `now_ms`. ssd_release: after the command, releases what ssd_pin and ssd_load
   // held and returns the ticket its reply must wait for (0: none), which ssd_wait waits for.
   bool ssd_pin(const resp::Request& req, int64_t now_ms);
+  // Before a write (denyoom) while the demotion queue is over its bound: waits (this coroutine,
+  // not the thread) until the writer catches up, so writers slow to the disk's pace instead of
+  // filling memory and getting -OOM. At most 5 s.
+  asio::awaitable<void> ssd_throttle(const resp::Request& req);
   asio::awaitable<bool> ssd_load(int64_t& now_ms);
   uint64_t ssd_release();
   asio::awaitable<void> ssd_wait(uint64_t ticket);

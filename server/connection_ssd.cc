@@ -5,6 +5,7 @@
 // SSD records it superseded are gone from disk. A connection runs its commands one at a time,
 // so pipelined replies keep their order across the waits.
 #include <asio/co_spawn.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <memory>
@@ -75,6 +76,22 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
     ssd_pins_.push_back(std::move(l.pin));
   }
   co_return true;
+}
+
+asio::awaitable<void> Connection::ssd_throttle(const resp::Request& req) {
+  const CommandSpec* spec = server_.commands().resolve(req.args());
+  if (spec == nullptr || !(spec->flags & kDenyOom)) co_return;
+  tiering::SsdTier* tier = server_.ssd();
+  // Replies already made go out first.
+  if (!writer_.empty() && !co_await flush()) {
+    closed_ = true;
+    co_return;
+  }
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (int i = 0; i < 2500 && tier->pending_bytes() > tier->max_pending_bytes(); ++i) {
+    timer.expires_after(std::chrono::milliseconds(2));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
 }
 
 uint64_t Connection::ssd_release() {
