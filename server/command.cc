@@ -51,4 +51,38 @@ std::vector<size_t> CommandTable::key_positions(const CommandSpec& spec, size_t 
   return keys;
 }
 
+void CommandTable::set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn) {
+  if (auto it = by_name_.find(name); it != by_name_.end()) it->second.find_keys = fn;
+}
+
+void CommandTable::set_reads_values(std::string_view name,
+                                    decltype(CommandSpec::reads_values) fn) {
+  if (auto it = by_name_.find(name); it != by_name_.end()) it->second.reads_values = fn;
+}
+
+const CommandSpec* CommandTable::resolve(std::span<const std::string_view> args) const {
+  if (args.empty()) return nullptr;
+  const CommandSpec* spec = find(args[0]);
+  if (spec != nullptr && !spec->subcommands.empty() && args.size() >= 2)
+    spec = find_sub(*spec, args[1]);
+  return spec;
+}
+
+void CommandTable::keys_of(const CommandSpec& spec, std::span<const std::string_view> args,
+                           std::vector<std::string_view>& out) {
+  const size_t argc = args.size();
+  if (spec.find_keys != nullptr) {
+    std::vector<size_t> at;
+    spec.find_keys(args, at);
+    for (size_t i : at)
+      if (i < argc) out.push_back(args[i]);
+    return;
+  }
+  if (spec.first_key <= 0 || argc == 0) return;
+  const size_t last =
+      spec.last_key < 0 ? argc + spec.last_key : static_cast<size_t>(spec.last_key);
+  const size_t step = spec.key_step > 0 ? spec.key_step : 1;
+  for (size_t i = spec.first_key; i <= last && i < argc; i += step) out.push_back(args[i]);
+}
+
 }  // namespace server

@@ -33,6 +33,9 @@ enum CommandFlag : uint32_t {
   kStale = 1 << 7,     ///< allowed on a stale replica
   kAllowBusy = 1 << 8,
   kNoScript = 1 << 9,
+  /// stratakv's own: reads no key's value, only its entry (existence, deadline, stats), so a
+  /// key on SSD only is not loaded before it (docs/ssd-tier.md).
+  kNoValue = 1 << 10,
 };
 
 /// Everything a handler needs for one call. Valid only during the call.
@@ -62,6 +65,12 @@ struct CommandSpec {
   std::string since;       ///< Redis version that introduced the command
   std::string complexity;  ///< for COMMAND DOCS
   std::vector<CommandSpec> subcommands;  ///< for containers such as CLIENT or CONFIG
+  /// For commands whose keys sit where first/last/step cannot say (KV.MGET): appends the
+  /// indexes of the key arguments of `args` to `out`.
+  void (*find_keys)(std::span<const std::string_view> args, std::vector<size_t>& out) = nullptr;
+  /// For commands that read values only with some arguments (SET ... GET): whether this call
+  /// does. Null: every call does, unless flags has kNoValue.
+  bool (*reads_values)(std::span<const std::string_view> args) = nullptr;
 
   /// "client|kill" for subcommands, "get" otherwise (set by CommandTable::add).
   std::string full_name;
@@ -72,6 +81,9 @@ class CommandTable {
  public:
   /// Registers a command (and its subcommands).
   void add(CommandSpec spec);
+  /// Sets the find_keys / reads_values hooks of a registered top-level command.
+  void set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn);
+  void set_reads_values(std::string_view name, decltype(CommandSpec::reads_values) fn);
   /// Case-insensitive lookup of a top-level command; null when unknown.
   const CommandSpec* find(std::string_view name) const;
   /// Case-insensitive lookup of a subcommand of `container`; null when unknown.
@@ -80,6 +92,16 @@ class CommandTable {
   const std::vector<const CommandSpec*>& all() const { return order_; }
   /// Indexes of the key arguments of `args` for `spec` (COMMAND GETKEYS, slot checks).
   static std::vector<size_t> key_positions(const CommandSpec& spec, size_t argc);
+  /// The command or subcommand `args` names; null when unknown (dispatch replies the error).
+  const CommandSpec* resolve(std::span<const std::string_view> args) const;
+  /// Appends the key arguments of a call to `out`: first/last/step, or find_keys.
+  static void keys_of(const CommandSpec& spec, std::span<const std::string_view> args,
+                      std::vector<std::string_view>& out);
+  /// Whether a call reads its keys' values (kNoValue, reads_values).
+  static bool reads_values(const CommandSpec& spec, std::span<const std::string_view> args) {
+    if (spec.reads_values != nullptr) return spec.reads_values(args);
+    return !(spec.flags & kNoValue);
+  }
   /// Whether `argc` satisfies the spec's arity.
   static bool arity_ok(const CommandSpec& spec, size_t argc) {
     return spec.arity >= 0 ? argc == static_cast<size_t>(spec.arity)

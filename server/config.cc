@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <cstdio>
@@ -60,6 +61,22 @@ const std::vector<Spec>& specs() {
       // The longest a lease (KV.PREFIX ... PIN) keeps a key from eviction, in ms: Mooncake
       // Store's default_kv_lease_ttl. Bounded so no client can pin memory for ever.
       {Key::kLeaseTtl, "lease.ttl", Type::kInt, "10000", true, 1, 86'400'000},
+      // The SSD tier (docs/ssd-tier.md): RocksDB under tiering.ssd.path. Off unless enabled
+      // (conf/stratakv.toml enables it); sizes in bytes.
+      {Key::kSsdEnabled, "tiering.ssd.enabled", Type::kBool, "no", false},
+      {Key::kSsdPath, "tiering.ssd.path", Type::kString, "./data/ssd", false},
+      {Key::kSsdCapacity, "tiering.ssd.capacity", Type::kSize, "0", false},
+      {Key::kSsdRecover, "tiering.ssd.recover", Type::kBool, "yes", false},
+      {Key::kSsdFlushOnShutdown, "tiering.ssd.flush_on_shutdown", Type::kBool, "no", true},
+      {Key::kSsdSync, "tiering.ssd.sync", Type::kBool, "no", false},
+      {Key::kSsdCompression, "tiering.ssd.compression", Type::kEnum, "none", false, 0, 0,
+       {"none", "snappy", "lz4", "zstd"}},
+      {Key::kSsdMinBlobSize, "tiering.ssd.min_blob_size", Type::kSize, "4096", false},
+      {Key::kSsdIoThreads, "tiering.ssd.io_threads", Type::kInt, "4", false, 1, 256},
+      {Key::kSsdDirectReads, "tiering.ssd.direct_reads", Type::kBool, "no", false},
+      {Key::kSsdWriteBufferSize, "tiering.ssd.write_buffer_size", Type::kSize, "64mb", false,
+       1 << 20, int64_t{1} << 34},
+      {Key::kPromoteAfter, "tiering.promote_after", Type::kInt, "1", true, 1, 1'000'000},
       // The verbs transport (rdma/verbs_transport.h): offered when a device is found at start.
       {Key::kRdmaEnabled, "rdma.enabled", Type::kBool, "yes", false},
       {Key::kRdmaDevice, "rdma.device", Type::kString, "", false},  // "" = the first device
@@ -81,9 +98,23 @@ const std::vector<Spec>& specs() {
   return table;
 }
 
+// Names match case-insensitively, and '-' matches '_' (tiering.ssd.flush-on-shutdown is
+// tiering.ssd.flush_on_shutdown), so dotted names read the same in Redis's dashed style.
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = static_cast<char>(std::tolower(static_cast<unsigned char>(a[i])));
+    char y = static_cast<char>(std::tolower(static_cast<unsigned char>(b[i])));
+    if (x == '-') x = '_';
+    if (y == '-') y = '_';
+    if (x != y) return false;
+  }
+  return true;
+}
+
 const Spec* find_spec(std::string_view name) {
   for (const auto& s : specs())
-    if (iequals(s.name, name)) return &s;
+    if (same_name(s.name, name)) return &s;
   return nullptr;
 }
 

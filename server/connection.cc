@@ -197,7 +197,18 @@ asio::awaitable<void> Connection::run() {
       resp::Parser::Status st;
       pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
       if (st == resp::Parser::Status::kRequest) {
-        execute(parser_.request(), batch_ms);
+        const resp::Request& req = parser_.request();  // valid until the next feed()
+        tiering::SsdTier* ssd = server_.ssd();
+        if (ssd != nullptr && ssd->pending_bytes() > ssd->max_pending_bytes())
+          co_await ssd_throttle(req);
+        // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
+        const bool run = !ssd || !ssd_pin(req, batch_ms) || co_await ssd_load(batch_ms);
+        if (closed_.load(std::memory_order_relaxed)) break;
+        if (run) execute(req, batch_ms);
+        if (ssd != nullptr) {
+          // A reply that supersedes SSD records goes out once their removal is written.
+          if (const uint64_t ticket = ssd_release()) co_await ssd_wait(ticket);
+        }
         if (close_after_reply_) break;
         if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
       } else if (st == resp::Parser::Status::kError) {

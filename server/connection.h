@@ -24,6 +24,7 @@
 #include "rdma/segment.h"
 #include "rdma/verbs_transport.h"
 #include "server/command.h"
+#include "tiering/value.h"
 
 namespace server {
 
@@ -93,6 +94,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
   resp::LargeBulk allocate_bulk(size_t len);
+  // The SSD tier around one command (connection_ssd.cc). ssd_pin: pins the memory values of
+  // the command's keys; true when some are on SSD only and ssd_load must run. ssd_load: loads
+  // them on the I/O pool; false when it replied an error instead (the command must not run);
+  // refreshes `now_ms`. ssd_release: after the command, releases what ssd_pin and ssd_load
+  // held and returns the ticket its reply must wait for (0: none), which ssd_wait waits for.
+  bool ssd_pin(const resp::Request& req, int64_t now_ms);
+  // Before a write (denyoom) while the demotion queue is over its bound: waits (this coroutine,
+  // not the thread) until the writer catches up, so writers slow to the disk's pace instead of
+  // filling memory and getting -OOM. At most 5 s.
+  asio::awaitable<void> ssd_throttle(const resp::Request& req);
+  asio::awaitable<bool> ssd_load(int64_t& now_ms);
+  uint64_t ssd_release();
+  asio::awaitable<void> ssd_wait(uint64_t ticket);
 
   Server& server_;
   Worker& worker_;
@@ -115,6 +129,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<resp::OutBuffer> out_scratch_;
   std::atomic<size_t> reserved_counted_{0};  // this client's part of reserved_bulk_bytes
   std::atomic<const CommandSpec*> last_cmd_{nullptr};
+
+  // SSD tier state of the command being run (connection_ssd.cc).
+  std::vector<tiering::ValueRef> ssd_pins_;
+  std::vector<std::pair<std::string_view, tiering::ValueRef>> ssd_transient_;
+  std::vector<std::string_view> ssd_keys_, ssd_loads_;
 
   mutable std::mutex info_mu_;
   std::string name_, lib_name_, lib_ver_;

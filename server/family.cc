@@ -14,6 +14,7 @@ void register_all_commands(CommandTable& table) {
   register_keyspace_family(table);
   register_server_family(table);
   register_memory_family(table);
+  register_tier_family(table);
   register_kv_family(table);
 }
 

@@ -20,6 +20,7 @@ void register_keyspace_family(CommandTable& table);
 void register_connection_family(CommandTable& table);
 void register_server_family(CommandTable& table);
 void register_memory_family(CommandTable& table);
+void register_tier_family(CommandTable& table);
 void register_kv_family(CommandTable& table);
 
 /// A container's HELP reply, as Redis's addReplyHelp: the header line, `lines`, then HELP.

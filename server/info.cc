@@ -160,6 +160,11 @@ void section_memory(Server& srv, int64_t, std::string* s) {
   field(s, "mem_fragmentation_bytes", static_cast<int64_t>(rss) - static_cast<int64_t>(used));
   field(s, "mem_allocator", tiering::allocator_name());
   field(s, "lazyfree_pending_objects", 0);
+  // Left out of the maxmemory check, as Redis leaves replication buffers out: large bulks still
+  // being received, and the SSD tier's heap and values queued for demotion.
+  uint64_t not_counted = stats.reserved_bulk_bytes.load(std::memory_order_relaxed);
+  if (srv.ssd() != nullptr) not_counted += srv.ssd()->heap_bytes() + srv.ssd()->pending_bytes();
+  field(s, "mem_not_counted_for_evict", not_counted);
   // stratakv's own. The heap part of used_memory, the memory region (capacity: reserved;
   // allocated: value blocks' usable bytes; active: pages holding value blocks; dirty: freed
   // pages kept resident for reuse), values the region could not fit, and large bulks
@@ -203,7 +208,9 @@ void section_stats(Server& srv, int64_t, std::string* s) {
   field(s, "rejected_connections", stats.connections_rejected.load());
   constants(s, {{"sync_full", "0"}, {"sync_partial_ok", "0"}, {"sync_partial_err", "0"}});
   field(s, "expired_keys", ks.expired);
-  field(s, "evicted_keys", srv.evictor().evicted_keys());
+  // Keys dropped by tiering.ssd.capacity are evictions too.
+  field(s, "evicted_keys", srv.evictor().evicted_keys() +
+                               (srv.ssd() ? srv.ssd()->stats().dropped_keys.load() : 0));
   constants(s, {{"evicted_clients", "0"}});
   field(s, "keyspace_hits", ks.hits);
   field(s, "keyspace_misses", ks.misses);
@@ -258,6 +265,45 @@ void section_fastpath(Server& srv, int64_t now_ms, std::string* s) {
   field(s, "kv_get_bytes", srv.stats().kv_get_bytes.load());
 }
 
+// The tiers (docs/ssd-tier.md): where keys and bytes live, what moved between the tiers.
+void section_tiering(Server& srv, int64_t, std::string* s) {
+  tiering::SsdTier* ssd = srv.ssd();
+  const bool enabled = srv.config().num(Key::kSsdEnabled) != 0;
+  const uint64_t keys = srv.keyspace().size();
+  const uint64_t cold = ssd ? ssd->cold_keys() : 0;
+  field(s, "memory_keys", keys - std::min(keys, cold));
+  field(s, "memory_bytes", tiering::MemoryTier::region().stats().allocated());
+  field(s, "ssd_enabled", ssd ? 1 : 0);
+  field(s, "ssd_status", ssd ? (ssd->healthy() ? "ok" : "error") : (enabled ? "error" : "off"));
+  if (!enabled) return;
+  field(s, "ssd_last_error", ssd ? ssd->last_error() : srv.ssd_error());
+  field(s, "ssd_path", srv.config().str(Key::kSsdPath));
+  if (ssd == nullptr) return;
+  tiering::SsdTierStats& st = ssd->stats();
+  tiering::SsdStore& store = ssd->store();
+  field(s, "ssd_capacity", store.options().capacity);
+  field(s, "ssd_keys", store.live_records());
+  field(s, "ssd_bytes", store.live_bytes());
+  field(s, "ssd_only_keys", cold);
+  field(s, "ssd_disk_bytes", store.disk_bytes());
+  field(s, "ssd_memory", ssd->heap_bytes());
+  field(s, "pending_demotion_bytes", ssd->pending_bytes());
+  field(s, "demotions", st.demotions.load());
+  field(s, "demoted_bytes", st.demoted_bytes.load());
+  field(s, "ssd_copy_drops", st.free_drops.load());
+  field(s, "promotions", st.promotions.load());
+  field(s, "promote_after", srv.config().num(Key::kPromoteAfter));
+  field(s, "ssd_reads", st.reads.load());
+  field(s, "ssd_read_bytes", st.read_bytes.load());
+  field(s, "ssd_read_latency_p50_us", st.read_latency.percentile(0.50));
+  field(s, "ssd_read_latency_p99_us", st.read_latency.percentile(0.99));
+  field(s, "ssd_read_errors", st.read_errors.load());
+  field(s, "ssd_write_batches", st.batches.load());
+  field(s, "ssd_write_errors", st.write_errors.load());
+  field(s, "ssd_dropped_keys", st.dropped_keys.load());
+  field(s, "ssd_recovered_keys", st.recovered_keys.load());
+}
+
 struct SectionDef {
   const char* name;   // as INFO <section> asks for it
   const char* title;  // as the "# Title" line shows it
@@ -275,6 +321,7 @@ constexpr SectionDef kSections[] = {
     {"cpu", "CPU", section_cpu},
     {"cluster", "Cluster", section_cluster},
     {"fastpath", "Fastpath", section_fastpath},
+    {"tiering", "Tiering", section_tiering},
     {"keyspace", "Keyspace", section_keyspace},
 };
 

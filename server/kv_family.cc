@@ -398,6 +398,19 @@ void cmd_unpin(CommandContext& ctx) {
   ctx.out.integer(n);
 }
 
+// The keys of KV.MGET count key nsegs seg off len ... (for the SSD tier's loads).
+void mget_keys(std::span<const std::string_view> args, std::vector<size_t>& out) {
+  if (args.size() < 2) return;
+  auto count = parse_int(args[1]);
+  size_t at = 2;
+  for (int64_t i = 0; count && i < *count && at + 1 < args.size(); ++i) {
+    out.push_back(at);
+    auto nsegs = parse_int(args[at + 1]);
+    if (!nsegs || *nsegs < 0 || *nsegs > static_cast<int64_t>(args.size())) return;
+    at += 2 + 3 * static_cast<size_t>(*nsegs);
+  }
+}
+
 }  // namespace
 
 void register_kv_family(CommandTable& t) {
@@ -413,16 +426,17 @@ void register_kv_family(CommandTable& t) {
   add("kv.connect", 6, kFast, 0, 0, 0, cmd_connect,
       "Exchange RDMA queue-pair addresses with the server", "O(1)");
   add("kv.unregister", 2, kFast, 0, 0, 0, cmd_unregister, "Unregister a segment", "O(1)");
-  add("kv.put", -3, w, 1, 1, 1, cmd_put,
+  add("kv.put", -3, w | kNoValue, 1, 1, 1, cmd_put,
       "Set a key to bytes read from registered client memory", "O(N) in the value's bytes");
   add("kv.get", -5, kReadonly, 1, 1, 1, cmd_get,
       "Write a key's value into registered client memory", "O(N) in the value's bytes");
   // Batches carry keys at positions only the handler knows (COMMAND GETKEYS cannot list them).
-  add("kv.mput", -5, w, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
+  add("kv.mput", -5, w | kNoValue, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
   add("kv.mget", -6, kReadonly, 0, 0, 0, cmd_mget, "KV.GET of several keys", "O(N) in the bytes");
-  add("kv.prefix", -2, kReadonly, 1, -1, 1, cmd_prefix,
+  t.set_find_keys("kv.mget", mget_keys);
+  add("kv.prefix", -2, kReadonly | kNoValue, 1, -1, 1, cmd_prefix,
       "Count the leading keys of a chain that exist, optionally leasing them", "O(N)");
-  add("kv.unpin", -2, kWrite | kFast, 1, -1, 1, cmd_unpin, "Release leases", "O(N)");
+  add("kv.unpin", -2, kWrite | kFast | kNoValue, 1, -1, 1, cmd_unpin, "Release leases", "O(N)");
 }
 
 }  // namespace server

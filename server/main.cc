@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
 
   server::Server srv(config);
   srv.set_verbs(std::move(verbs));
+  // The SSD tier opens and recovers its keys before the first client connects.
+  srv.start_ssd_tier();
   if (auto err = srv.listen()) {
     server::log::warning(*err);
     return 1;

@@ -42,7 +42,10 @@ void cmd_memory_usage(CommandContext& ctx) {
   std::lock_guard lock(shard.mu);
   Shard::Item* item = shard.find(key, ctx.now_ms);
   if (item == nullptr) return ctx.out.null();
-  const size_t bytes = item->second.value->allocated() + malloc_usable_size(item) + sizeof(void*);
+  // A value on SSD only takes no memory: the entry alone counts.
+  const tiering::ValueRef& value = item->second.value;
+  const size_t bytes =
+      (value ? value->allocated() : 0) + malloc_usable_size(item) + sizeof(void*);
   ctx.out.integer(static_cast<int64_t>(bytes));
 }
 
@@ -172,7 +175,7 @@ void register_memory_family(CommandTable& t) {
   };
   CommandSpec memory = spec("memory", -2, 0, 0, nullptr, "A container for memory diagnostics commands", "Depends on subcommand.");
   memory.subcommands = {
-      spec("usage", -3, kReadonly, 2, cmd_memory_usage, "Estimate the memory usage of a key", "O(N) where N is the number of samples."),
+      spec("usage", -3, kReadonly | kNoValue, 2, cmd_memory_usage, "Estimate the memory usage of a key", "O(N) where N is the number of samples."),
       spec("stats", 2, 0, 0, cmd_memory_stats, "Show memory usage details", "O(1)"),
       spec("purge", 2, 0, 0, cmd_memory_purge, "Ask the allocator to release memory", "Depends on how much memory is allocated, could be slow"),
       spec("help", 2, kLoading | kStale, 0, cmd_memory_help, "Show helpful text about the different subcommands", "O(1)")};

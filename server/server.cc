@@ -167,7 +167,11 @@ tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_
     stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
     const size_t cap = std::max(size, capacity);
     const size_t need = cap + tiering::Value::region_overhead(cap);
-    if (!evictor_.make_room(need, true, tiering::now_ms())) break;
+    const bool room = evictor_.make_room(need, true, tiering::now_ms());
+    // With the SSD tier, victims leave memory once their demotion is written: wait briefly for
+    // the writer (at most 8 x 25 ms; the disk I/O is its, never this thread's).
+    if (ssd_ != nullptr && ssd_->pending_bytes() > 0) ssd_->wait_pending(0, 25);
+    else if (!room) break;
     v = tiering::ValueRef::allocate(size, capacity);
   }
   return v;
@@ -191,8 +195,13 @@ void Server::sync_eviction_options() {
 uint64_t Server::used_memory_now() const {
   uint64_t used = stats_.used_memory_base.load(std::memory_order_relaxed) +
                   tiering::MemoryTier::region().direct_allocated();
-  const uint64_t reserved = stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
-  return used - std::min(used, reserved);
+  // Not counted, as Redis leaves replication buffers out of eviction: large bulks still being
+  // received, and the SSD tier's own memory (values queued for demotion, RocksDB's buffers).
+  // (The tier's heap is left out of used_memory_base at each refresh; values queued for
+  // demotion, still in the region, are left out here: they count as gone.)
+  uint64_t excluded = stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
+  if (ssd_ != nullptr) excluded += ssd_->pending_bytes();
+  return used - std::min(used, excluded);
 }
 
 uint64_t Server::memory_limit() const {
@@ -202,10 +211,16 @@ uint64_t Server::memory_limit() const {
 
 tiering::MemoryFigures Server::refresh_memory() {
   const tiering::MemoryFigures f = tiering::MemoryTier::figures();
+  uint64_t tier_heap = 0;
+  if (ssd_ != nullptr) {
+    ssd_->refresh_memory();  // same allocator statistics epoch as `f`
+    tier_heap = ssd_->heap_bytes();
+  }
   const uint64_t used = f.used();
   stats_.used_memory.store(used, std::memory_order_relaxed);
-  stats_.used_memory_base.store(used - std::min<uint64_t>(used, f.region.direct_allocated),
-                                std::memory_order_relaxed);
+  uint64_t base = used - std::min<uint64_t>(used, f.region.direct_allocated);
+  base -= std::min(base, tier_heap);
+  stats_.used_memory_base.store(base, std::memory_order_relaxed);
   uint64_t peak = stats_.used_memory_peak.load(std::memory_order_relaxed);
   while (used > peak && !stats_.used_memory_peak.compare_exchange_weak(peak, used)) {
   }
@@ -224,6 +239,8 @@ void Server::cron() {
     keyspace_.rehash_step(100);
     refresh_memory();
     sync_eviction_options();
+    if (ssd_ != nullptr)
+      ssd_->set_promote_after(static_cast<uint32_t>(config_.num(Key::kPromoteAfter)));
     // instantaneous_ops_per_sec over the last tick.
     uint64_t ops = sum(&WorkerStats::commands);
     if (last_ops_ms_ != 0 && now > last_ops_ms_ && ops >= last_ops_)
@@ -264,6 +281,7 @@ void Server::run() {
     w->io.stop();
     if (w->thread.joinable()) w->thread.join();
   }
+  stop_ssd_tier();
   std::string path = config_.str(Key::kUnixSocket);
   if (!path.empty()) ::unlink(path.c_str());
   log::notice("stratakv is now ready to exit, bye bye...");
@@ -302,6 +320,7 @@ void Server::reset_stats() {
   stats_.used_memory_peak = stats_.used_memory.load();
   keyspace_.reset_stats();
   evictor_.reset_stats();
+  if (ssd_ != nullptr) ssd_->stats().reset();
 }
 
 }  // namespace server

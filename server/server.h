@@ -24,6 +24,7 @@
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
+#include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
 namespace server {
@@ -118,6 +119,17 @@ class Server {
   /// until it fits. False under noeviction or when nothing evictable is left (reply OOM).
   bool make_room_for_write(int64_t now_ms);
 
+  /// The SSD tier (docs/ssd-tier.md): null when tiering.ssd.enabled is off or the store could
+  /// not open (ssd_error() says why). Its reads run on ssd_pool(), never a connection thread.
+  tiering::SsdTier* ssd() { return ssd_.get(); }
+  asio::thread_pool& ssd_pool() { return *ssd_pool_; }
+  /// Opens the SSD tier and rebuilds its keys (tiering.ssd.recover) when it is enabled. Call
+  /// once, before listen() and run(). A store that cannot open is logged and the server runs
+  /// without the tier.
+  void start_ssd_tier();
+  /// Why the SSD tier is off although enabled ("" when it runs or is disabled).
+  const std::string& ssd_error() const { return ssd_error_; }
+
   /// Sum of a counter over the workers.
   uint64_t sum(std::atomic<uint64_t> WorkerStats::*counter) const;
   /// Zeroes the resettable counters (CONFIG RESETSTAT).
@@ -132,6 +144,7 @@ class Server {
   void accept_unix();
   void cron();
   void sync_eviction_options();
+  void stop_ssd_tier();
 
   Config& config_;
   std::unique_ptr<rdma::VerbsDevice> verbs_;  // before the connections that use it
@@ -155,6 +168,10 @@ class Server {
   uint16_t tcp_port_ = 0;
   uint64_t last_ops_ = 0;
   int64_t last_ops_ms_ = 0;
+  // Last: destroyed first (the tier refers to the keyspace; the pool's jobs to the tier).
+  std::unique_ptr<tiering::SsdTier> ssd_;
+  std::unique_ptr<asio::thread_pool> ssd_pool_;
+  std::string ssd_error_;
 };
 
 /// Registers every command family into `table`.

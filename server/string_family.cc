@@ -204,7 +204,8 @@ void cmd_getrange(CommandContext& ctx) {
 // Makes `item`'s value writable with room for `size` bytes: in place when this is the only
 // reference and capacity allows, else a copy into a new buffer grown like Redis's sds
 // (double below 1 MiB, then +1 MiB).
-ValueRef& writable(CommandContext& ctx, Shard::Item* item, size_t size) {
+ValueRef& writable(CommandContext& ctx, Shard& shard, Shard::Item* item, size_t size) {
+  shard.will_modify(item);  // an SSD copy of the old bytes is stale from here on
   ValueRef& v = item->second.value;
   if (v.use_count() != 1 || v->capacity() < size) {
     size_t cap = size < (1u << 20) ? size * 2 : size + (1u << 20);
@@ -227,7 +228,7 @@ void cmd_append(CommandContext& ctx) {
   }
   size_t old = item->second.value->size(), total = old + extra.size();
   if (static_cast<int64_t>(total) > max_string(ctx)) return ctx.out.error(err::kStringTooLong);
-  ValueRef& v = writable(ctx, item, total);
+  ValueRef& v = writable(ctx, shard, item, total);
   std::memcpy(v->data() + old, extra.data(), extra.size());
   v->resize(total);
   ctx.out.integer(static_cast<int64_t>(total));
@@ -248,7 +249,7 @@ void cmd_setrange(CommandContext& ctx) {
   size_t end = static_cast<size_t>(*offset) + part.size(), total = std::max(old, end);
   if (item == nullptr)  // allocated before the key exists: on OOM nothing is created
     item = shard.upsert(key, new_value(ctx, 0, total), 0, ctx.now_ms);
-  ValueRef& v = writable(ctx, item, total);
+  ValueRef& v = writable(ctx, shard, item, total);
   if (static_cast<size_t>(*offset) > old) std::memset(v->data() + old, 0, *offset - old);
   std::memcpy(v->data() + *offset, part.data(), part.size());
   v->resize(total);
@@ -273,7 +274,7 @@ void incr_generic(CommandContext& ctx, int64_t delta) {
     return ctx.out.error(err::kOverflow);
   const int64_t next = cur + delta;
   ValueRef value = make_value(ctx, std::to_string(next));
-  if (item) item->second.value = std::move(value);  // INCR keeps the TTL
+  if (item) shard.set_value(item, std::move(value));  // INCR keeps the TTL
   else shard.upsert(key, std::move(value), 0, ctx.now_ms);
   ctx.out.integer(next);
 }
@@ -309,15 +310,22 @@ void cmd_incrbyfloat(CommandContext& ctx) {
   if (std::isnan(next) || std::isinf(next)) return ctx.out.error(err::kNanOrInf);
   std::string text = format_long_double(next);
   ValueRef value = make_value(ctx, text);
-  if (item) item->second.value = std::move(value);
+  if (item) shard.set_value(item, std::move(value));
   else shard.upsert(key, std::move(value), 0, ctx.now_ms);
   ctx.out.bulk(text);
 }
 
 }  // namespace
 
+// SET reads the old value only with GET.
+static bool set_reads_values(std::span<const std::string_view> args) {
+  for (size_t i = 3; i < args.size(); ++i)
+    if (iequals(args[i], "get")) return true;
+  return false;
+}
+
 void register_string_family(CommandTable& t) {
-  const uint32_t w = kWrite | kDenyOom, r = kReadonly;
+  const uint32_t w = kWrite | kDenyOom, r = kReadonly, nv = kNoValue;
   auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, int step,
                  Handler h, std::string summary, std::string since, std::string complexity) {
     t.add({.name = std::move(name), .arity = arity, .flags = flags, .first_key = first,
@@ -327,15 +335,16 @@ void register_string_family(CommandTable& t) {
   };
   add("get", 2, r | kFast, 1, 1, 1, cmd_get, "Get the value of a key", "1.0.0", "O(1)");
   add("set", -3, w, 1, 1, 1, cmd_set, "Set the string value of a key", "1.0.0", "O(1)");
-  add("setnx", 3, w | kFast, 1, 1, 1, cmd_setnx, "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)");
-  add("setex", 4, w, 1, 1, 1, cmd_setex, "Set the value and expiration of a key", "2.0.0", "O(1)");
-  add("psetex", 4, w, 1, 1, 1, cmd_psetex, "Set the value and expiration in milliseconds of a key", "2.6.0", "O(1)");
+  t.set_reads_values("set", set_reads_values);
+  add("setnx", 3, w | nv | kFast, 1, 1, 1, cmd_setnx, "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)");
+  add("setex", 4, w | nv, 1, 1, 1, cmd_setex, "Set the value and expiration of a key", "2.0.0", "O(1)");
+  add("psetex", 4, w | nv, 1, 1, 1, cmd_psetex, "Set the value and expiration in milliseconds of a key", "2.6.0", "O(1)");
   add("getset", 3, w | kFast, 1, 1, 1, cmd_getset, "Set the string value of a key and return its old value", "1.0.0", "O(1)");
   add("getdel", 2, kWrite | kFast, 1, 1, 1, cmd_getdel, "Get the value of a key and delete the key", "6.2.0", "O(1)");
   add("getex", -2, kWrite | kFast, 1, 1, 1, cmd_getex, "Get the value of a key and optionally set its expiration", "6.2.0", "O(1)");
   add("mget", -2, r | kFast, 1, -1, 1, cmd_mget, "Get the values of all the given keys", "1.0.0", "O(N) where N is the number of keys to retrieve.");
-  add("mset", -3, w, 1, -1, 2, cmd_mset, "Set multiple keys to multiple values", "1.0.1", "O(N) where N is the number of keys to set.");
-  add("msetnx", -3, w, 1, -1, 2, cmd_msetnx, "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1", "O(N) where N is the number of keys to set.");
+  add("mset", -3, w | nv, 1, -1, 2, cmd_mset, "Set multiple keys to multiple values", "1.0.1", "O(N) where N is the number of keys to set.");
+  add("msetnx", -3, w | nv, 1, -1, 2, cmd_msetnx, "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1", "O(N) where N is the number of keys to set.");
   add("append", 3, w | kFast, 1, 1, 1, cmd_append, "Append a value to a key", "2.0.0", "O(1)");
   add("strlen", 2, r | kFast, 1, 1, 1, cmd_strlen, "Get the length of the value stored in a key", "2.2.0", "O(1)");
   add("getrange", 4, r, 1, 1, 1, cmd_getrange, "Get a substring of the string stored at a key", "2.4.0", "O(N) where N is the length of the returned string.");

@@ -10,9 +10,13 @@ namespace tiering {
 /// The LRU clock of `now_ms`: milliseconds modulo 2^32 (wraps every 49.7 days; Redis's clock
 /// has 1-second resolution).
 inline uint32_t lru_clock(int64_t now_ms) { return static_cast<uint32_t>(now_ms); }
-/// Milliseconds since `clock`, tolerating one wrap of the 32-bit clock.
+/// Milliseconds since `clock`, tolerating a wrap of the 32-bit clock. A `clock` later than
+/// `now_ms` (an access by another thread after this caller took its time, as commands use
+/// their batch's clock) is idle 0, not 49 days: else eviction would pick the freshest key.
+/// Idle times saturate at 2^31 ms (24.8 days).
 inline uint64_t lru_idle_ms(uint32_t clock, int64_t now_ms) {
-  return static_cast<uint32_t>(lru_clock(now_ms) - clock);
+  const auto idle = static_cast<int32_t>(lru_clock(now_ms) - clock);
+  return idle < 0 ? 0 : static_cast<uint64_t>(idle);
 }
 
 /// Redis's LFU_INIT_VAL: the counter of a new key.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 
 #ifdef STRATAKV_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -62,6 +63,40 @@ size_t process_rss() {
   int n = std::fscanf(f, "%lu %lu", &size, &resident);
   std::fclose(f);
   return n == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+unsigned allocator_create_arena() {
+#ifdef STRATAKV_JEMALLOC
+  unsigned arena = 0;
+  size_t sz = sizeof(arena);
+  if (mallctl("arenas.create", &arena, &sz, nullptr, 0) == 0) return arena;
+#endif
+  return 0;
+}
+
+void allocator_use_arena(unsigned arena) {
+#ifdef STRATAKV_JEMALLOC
+  if (arena != 0) mallctl("thread.arena", nullptr, nullptr, &arena, sizeof(arena));
+#else
+  (void)arena;
+#endif
+}
+
+size_t allocator_arena_allocated(unsigned arena) {
+#ifdef STRATAKV_JEMALLOC
+  if (arena == 0) return 0;
+  size_t total = 0;
+  for (const char* kind : {"small", "large"}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "stats.arenas.%u.%s.allocated", arena, kind);
+    size_t v = 0, sz = sizeof(v);
+    if (mallctl(name, &v, &sz, nullptr, 0) == 0) total += v;
+  }
+  return total;
+#else
+  (void)arena;
+  return 0;
+#endif
 }
 
 const char* allocator_name() {

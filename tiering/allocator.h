@@ -29,4 +29,13 @@ size_t process_rss();
 /// "jemalloc-5.3.0" or "libc", as INFO's mem_allocator.
 const char* allocator_name();
 
+/// A jemalloc arena of its own for a subsystem's threads, so that its heap can be measured
+/// apart (the SSD tier: RocksDB's memtables and write batches, read buffers). 0 when jemalloc
+/// is not the process allocator (sanitizer builds): then nothing can be measured apart.
+unsigned allocator_create_arena();
+/// Makes the calling thread allocate from `arena` (no-op for 0).
+void allocator_use_arena(unsigned arena);
+/// Bytes allocated in `arena` as of the last allocator_allocated() call (its epoch).
+size_t allocator_arena_allocated(unsigned arena);
+
 }  // namespace tiering

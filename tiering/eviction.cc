@@ -23,6 +23,7 @@ uint64_t score(const Entry& e, const EvictionOptions& o, int64_t now) {
 }
 
 constexpr size_t kPoolSize = 16;  // Redis's EVPOOL_SIZE
+constexpr size_t kExactCandidates = 8;  // victims an exact pass tries, best first
 
 }  // namespace
 
@@ -49,7 +50,7 @@ size_t Evictor::evict_to(uint64_t target, int64_t now) {
   const uint64_t used = used_();
   if (used <= target) return 0;
   exact_pass_ = ks_.size() <= o.exact_limit;
-  return evict_bytes(o, used - target, now);
+  return evict_bytes(o, used - target, now, /*background=*/true);
 }
 
 bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
@@ -73,10 +74,15 @@ bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
   return true;
 }
 
-size_t Evictor::evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now) {
+size_t Evictor::evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now,
+                            bool background) {
   size_t evicted = 0;
   uint64_t freed = 0;
   while (freed < need) {
+    // The demoter's queue is full: let it write (run() waits for it outside evict_mu_).
+    if (background && demoter_ != nullptr &&
+        demoter_->pending_bytes() > demoter_->max_pending_bytes())
+      break;
     uint64_t got = evict_one(o, now);
     if (got == 0) break;
     freed += got;
@@ -107,7 +113,8 @@ uint64_t Evictor::evict_ttl(int64_t now) {
   for (size_t i = 0; i < ks_.shard_count(); ++i) {
     Shard& shard = ks_.shard(i);
     std::lock_guard lock(shard.mu);
-    const Shard::Item* item = shard.soonest_expiring();
+    const Shard::Item* item =
+        shard.soonest_expiring_if([](const Shard::Item& i) { return evictable(i.second); });
     if (item && item->second.expire_ms < best_deadline && !shard.leased(item, now)) {
       best_deadline = item->second.expire_ms;
       best_shard = i;
@@ -131,9 +138,10 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
       const Shard::Item* item = nullptr;
       for (int tries = 0; tries < 16 && item == nullptr; ++tries) {
         const Shard::Item* pick = shard.map().random_node(rng_);
-        if (!volatile_only || pick->second.expire_ms != 0) item = pick;
+        if ((!volatile_only || pick->second.expire_ms != 0) && evictable(pick->second)) item = pick;
       }
-      if (item == nullptr && volatile_only) item = shard.soonest_expiring();
+      if (item == nullptr && volatile_only)
+        item = shard.soonest_expiring_if([](const Shard::Item& i) { return evictable(i.second); });
       if (item == nullptr || shard.leased(item, now)) continue;
       key = std::string(item->key());
     }
@@ -145,24 +153,26 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
 uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
   const bool volatile_only = volatile_policy(o.policy);
   if (exact_pass_) {
-    // Small keyspace (few large values): the exact best victim over every key.
-    Candidate best{0, 0, {}};
-    bool found = false;
+    // Small keyspace (few large values): the exact best victims over every key, best first (a
+    // few, in case the best cannot go: a demoter may refuse a value in use).
+    std::vector<Candidate> best;
     for (size_t i = 0; i < ks_.shard_count(); ++i) {
       Shard& shard = ks_.shard(i);
       std::lock_guard lock(shard.mu);
       for (const Shard::Item& item : shard.map()) {
         const auto& [key, e] = item;
         if (volatile_only && e.expire_ms == 0) continue;
-        if (shard.leased(&item, now)) continue;
-        uint64_t s = score(e, o, now);
-        if (!found || s > best.score) {
-          best = {s, i, std::string(key)};
-          found = true;
-        }
+        if (!evictable(e) || shard.leased(&item, now)) continue;
+        const uint64_t s = score(e, o, now);
+        if (best.size() == kExactCandidates && s <= best.back().score) continue;
+        auto at = std::find_if(best.begin(), best.end(), [&](auto& c) { return c.score < s; });
+        best.insert(at, Candidate{s, i, std::string(key)});
+        if (best.size() > kExactCandidates) best.pop_back();
       }
     }
-    return found ? evict_key(best.shard, best.key, volatile_only, now) : 0;
+    for (const Candidate& c : best)
+      if (uint64_t freed = evict_key(c.shard, c.key, volatile_only, now)) return freed;
+    return 0;
   }
   // Large keyspace: Redis's eviction pool, refilled by sampling each round.
   for (int round = 0; round < 8; ++round) {
@@ -186,7 +196,7 @@ void Evictor::fill_pool(const EvictionOptions& o, int64_t now) {
     if (shard.size() == 0) continue;
     const Shard::Item* item = shard.map().random_node(rng_);
     if (volatile_only && item->second.expire_ms == 0) continue;
-    if (shard.leased(item, now)) continue;
+    if (!evictable(item->second) || shard.leased(item, now)) continue;
     offer({score(item->second, o, now), i, std::string(item->key())});
   }
 }
@@ -211,7 +221,9 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
     std::lock_guard lock(shard.mu);
     Shard::Item* item = shard.find(key, now);
     if (item == nullptr || (volatile_only && item->second.expire_ms == 0)) return 0;
-    if (shard.leased(item, now)) return 0;
+    if (!evictable(item->second) || shard.leased(item, now)) return 0;
+    // With an SSD tier the victim is demoted, never dropped (not an eviction: the key stays).
+    if (demoter_ != nullptr) return demoter_->demote(shard, item, now);
     victim = std::move(item->second.value);
     shard.erase(item);
   }
@@ -248,14 +260,21 @@ void Evictor::run(int period_ms) {
                    [&] { return stop_ || woken_.load(std::memory_order_acquire); });
     if (stop_) break;
     woken_.store(false, std::memory_order_release);
+    bool again = false;
     lock.unlock();
     const EvictionOptions o = options();
     if (o.policy != EvictionPolicy::kNoEviction && o.maxmemory != 0) {
       const auto high = static_cast<uint64_t>(o.maxmemory * o.high_watermark);
       const auto low = static_cast<uint64_t>(o.maxmemory * o.low_watermark);
       if (used_() > high) evict_to(low, now_ms());
+      // The pass stopped on a full demotion queue: wait for the writer, then go on at once.
+      if (demoter_ != nullptr && demoter_->pending_bytes() > demoter_->max_pending_bytes()) {
+        demoter_->wait_pending(demoter_->max_pending_bytes() / 2, period_ms);
+        again = true;
+      }
     }
     lock.lock();
+    if (again) woken_.store(true, std::memory_order_release);
   }
 }
 

@@ -56,6 +56,24 @@ struct EvictionOptions {
   int lfu_decay_minutes = 1;     ///< lfu-decay-time
 };
 
+/// Where victims go instead of being dropped: the SSD tier (ssd_tier.h). Thread-safe.
+class Demoter {
+ public:
+  virtual ~Demoter() = default;
+  /// Under `shard`'s lock, for a victim `item` whose value is in memory: moves the value out of
+  /// memory, at once when an SSD copy of it exists, else by queueing its write (no disk I/O
+  /// here: connection threads call this too). Returns the bytes of memory that leave (now, or
+  /// when the write completes), or 0 when the value must stay (the tier is failing, the value
+  /// is in use): the victim is then skipped, never dropped.
+  virtual uint64_t demote(Shard& shard, Shard::Item* item, int64_t now) = 0;
+  /// Bytes queued for demotion and not yet written: the evictor counts them as freed.
+  virtual uint64_t pending_bytes() const = 0;
+  /// The background pass stops queueing past this many pending bytes.
+  virtual uint64_t max_pending_bytes() const = 0;
+  /// Blocks up to `timeout_ms` until pending bytes are at most `bytes`.
+  virtual void wait_pending(uint64_t bytes, int timeout_ms) = 0;
+};
+
 /// Evicts keys from a Keyspace. Thread-safe.
 class Evictor {
  public:
@@ -67,6 +85,9 @@ class Evictor {
 
   void set_options(const EvictionOptions& o);
   EvictionOptions options() const;
+  /// Demotes victims through `d` instead of dropping them (null: drop). Call before start().
+  void set_demoter(Demoter* d) { demoter_ = d; }
+  Demoter* demoter() const { return demoter_; }
 
   /// Evicts until used memory <= `target` bytes (measured once, then counting the victims'
   /// bytes) or nothing more is evictable. Returns the number of keys evicted.
@@ -97,8 +118,14 @@ class Evictor {
 
   // Each returns the bytes of the value it unlinked, or 0 when it found no victim.
   uint64_t evict_one(const EvictionOptions& o, int64_t now);
-  // Evicts until the victims' values add up to `need` bytes; returns keys evicted.
-  size_t evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now);
+  // Evicts until the victims' values add up to `need` bytes; returns keys evicted. With
+  // `background`, stops early when the demoter's queue is full.
+  size_t evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now,
+                     bool background = false);
+  // Whether an entry can be a victim: its value is in memory and not already being demoted.
+  static bool evictable(const Entry& e) {
+    return e.value && !(e.flags & kEntryDemoting);
+  }
   uint64_t evict_ttl(int64_t now);
   uint64_t evict_random(bool volatile_only, int64_t now);
   uint64_t evict_best(const EvictionOptions& o, int64_t now);
@@ -109,6 +136,7 @@ class Evictor {
 
   Keyspace& ks_;
   std::function<uint64_t()> used_;
+  Demoter* demoter_ = nullptr;
 
   mutable std::mutex options_mu_;
   EvictionOptions options_;

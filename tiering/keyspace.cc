@@ -36,7 +36,8 @@ Shard::Item* Shard::find(std::string_view key, int64_t now) {
   Item* item = map_.find(key);
   if (item == nullptr) return nullptr;
   if (item->second.expire_ms != 0 && item->second.expire_ms <= now) {
-    erase(item);
+    notify(item, true);
+    unlink(item);
     ++expired;
     return nullptr;
   }
@@ -64,6 +65,9 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
 Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
                            ValueRef* replaced) {
   auto [item, inserted] = map_.try_emplace(key);
+  // A new key too: the record of a previous one of that name may still be queued for removal.
+  notify(item, false);
+  item->second.flags &= ~kEntrySsdFlags;
   ValueRef& slot = item->second.value;
   if (replaced != nullptr) *replaced = std::move(slot);  // else released by the assignment
   slot = std::move(value);
@@ -73,15 +77,34 @@ Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_
   return item;
 }
 
+void Shard::set_value(Item* item, ValueRef value, ValueRef* replaced) {
+  notify(item, false);
+  item->second.flags &= ~kEntrySsdFlags;
+  ValueRef& slot = item->second.value;
+  if (replaced != nullptr) *replaced = std::move(slot);
+  slot = std::move(value);
+}
+
+void Shard::will_modify(Item* item) {
+  notify(item, false);
+  item->second.flags &= ~kEntrySsdFlags;
+}
+
 void Shard::set_expire(Item* item, int64_t expire_ms) {
   Entry& e = item->second;
   if (e.expire_ms == expire_ms) return;
   if (e.expire_ms != 0) expiry_.erase({e.expire_ms, item});
   e.expire_ms = expire_ms;
   if (expire_ms != 0) expiry_.emplace(expire_ms, item);
+  if (hooks != nullptr && (e.flags & kEntrySsd)) hooks->expire_changed(*this, *item);
 }
 
 void Shard::erase(Item* item) {
+  notify(item, false);
+  unlink(item);
+}
+
+void Shard::unlink(Item* item) {
   if (item->second.expire_ms != 0) expiry_.erase({item->second.expire_ms, item});
   if (item->second.flags & kEntryLeased) leases_.erase(item);
   map_.erase(item);
@@ -157,6 +180,7 @@ size_t Shard::expire_due(int64_t now, size_t budget) {
   size_t removed = 0;
   while (removed < budget && !expiry_.empty() && expiry_.begin()->first <= now) {
     Item* item = expiry_.begin()->second;
+    notify(item, true);
     expiry_.erase(expiry_.begin());
     if (item->second.flags & kEntryLeased) leases_.erase(item);
     map_.erase(item);
@@ -178,7 +202,10 @@ Keyspace::Keyspace(size_t shards) {
   size_t n = 1;
   while (n < shards) n <<= 1;
   shards_.reserve(n);
-  for (size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>());
+  for (size_t i = 0; i < n; ++i) {
+    shards_.push_back(std::make_unique<Shard>());
+    shards_.back()->index_ = i;
+  }
   mask_ = n - 1;
   shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
 }
@@ -230,11 +257,20 @@ size_t Keyspace::volatile_size() {
 void Keyspace::flush(bool async) {
   std::vector<Shard::Map> old;
   old.reserve(shards_.size());
+  // Every shard at once (ascending order, as MultiLock): the SSD tier's flushed() must see no
+  // write slip in between two shards.
+  for (auto& s : shards_) s->mu.lock();
+  for (auto& s : shards_) old.push_back(s->take_all());
+  if (shards_[0]->hooks != nullptr) shards_[0]->hooks->flushed();
+  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
+  if (async) std::thread([tables = std::move(old)]() mutable { tables.clear(); }).detach();
+}
+
+void Keyspace::set_hooks(ShardHooks* hooks) {
   for (auto& s : shards_) {
     std::lock_guard lock(s->mu);
-    old.push_back(s->take_all());
+    s->hooks = hooks;
   }
-  if (async) std::thread([tables = std::move(old)]() mutable { tables.clear(); }).detach();
 }
 
 size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {

@@ -52,6 +52,34 @@ static_assert(sizeof(Entry) == 24, "Entry is in every key's node: keep it small"
 
 /// Entry::flags: the key holds (or held) a lease; its deadline is in Shard's lease table.
 inline constexpr uint8_t kEntryLeased = 1;
+/// Entry::flags of the SSD tier (ssd_tier.h). An SSD record holds this entry's current value
+/// (or a queued write will write it).
+inline constexpr uint8_t kEntrySsd = 2;
+/// ... that write is queued or in flight; the value is still in memory.
+inline constexpr uint8_t kEntryDemoting = 4;
+/// ... the value was loaded from SSD for one command and leaves memory after it.
+inline constexpr uint8_t kEntryTransient = 8;
+/// ... the value is on SSD only: `value` is null.
+inline constexpr uint8_t kEntryCold = 16;
+/// Every SSD bit: a new value (upsert, set_value) clears them.
+inline constexpr uint8_t kEntrySsdFlags = kEntrySsd | kEntryDemoting | kEntryTransient | kEntryCold;
+
+class Shard;
+
+/// What the SSD tier learns of keyspace changes (SsdTier implements it; null when the tier is
+/// off). Every call is made with the shard's lock held (flushed(): every shard's).
+class ShardHooks {
+ public:
+  virtual ~ShardHooks() = default;
+  /// `item` is about to lose its value: replaced (upsert, set_value, will_modify), removed
+  /// (erase: DEL, eviction) or `expired`. Called only when the entry has SSD flags or its
+  /// shard has SSD writes queued (Shard::ssd_pending), so keys the tier never saw cost nothing.
+  virtual void superseded(Shard& shard, const DictNode<Entry>& item, bool expired) = 0;
+  /// `item`'s deadline changed while an SSD record holds its value.
+  virtual void expire_changed(Shard& shard, const DictNode<Entry>& item) = 0;
+  /// Every key was removed (FLUSHALL).
+  virtual void flushed() = 0;
+};
 
 /// The hash every table and the shard choice use (XXH3), as a function object.
 struct KeyHash {
@@ -85,6 +113,12 @@ class Shard {
   /// caller can release it after the shard lock (freeing a block takes the region's lock).
   Item* upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
                ValueRef* replaced = nullptr);
+  /// Replaces a present key's value, keeping its deadline (INCR, a grown APPEND). `replaced`
+  /// as in upsert().
+  void set_value(Item* item, ValueRef value, ValueRef* replaced = nullptr);
+  /// Announces that a present key's value is about to change in place (APPEND, SETRANGE on
+  /// the sole reference): any SSD copy of it becomes stale.
+  void will_modify(Item* item);
   /// Changes the deadline of a present key (0 = persist).
   void set_expire(Item* item, int64_t expire_ms);
   /// Removes a present key.
@@ -117,13 +151,42 @@ class Shard {
   size_t volatile_size() const { return expiry_.size(); }
   /// The key with the nearest deadline, or null when no key has one (volatile-ttl eviction).
   Item* soonest_expiring() const { return expiry_.empty() ? nullptr : expiry_.begin()->second; }
+  /// The key with the nearest deadline among those `pred(item)` accepts, or null.
+  template <class Pred>
+  Item* soonest_expiring_if(Pred pred) const {
+    for (const auto& [deadline, item] : expiry_)
+      if (pred(*item)) return item;
+    return nullptr;
+  }
   /// The table, for iteration (`for (const auto& [key, entry] : shard.map())`) and scans.
   const Map& map() const { return map_; }
+  /// Calls `fn(Item&)` for every key, to change entries in place (never the table).
+  template <class Fn>
+  void for_each_entry(Fn fn) {
+    for (Item& item : map_) fn(item);
+  }
+
+  /// This shard's position in its Keyspace.
+  size_t index() const { return index_; }
 
   std::mutex mu;
   uint64_t hits = 0, misses = 0, expired = 0;  ///< keyspace_hits/misses, expired_keys
+  /// The SSD tier's hooks (null when it is off) and its count of this shard's keys with SSD
+  /// writes queued (kept by the tier; while non-zero every change consults the hooks).
+  ShardHooks* hooks = nullptr;
+  size_t ssd_pending = 0;
 
  private:
+  friend class Keyspace;
+  // Tells the hooks that `item` loses its value, when they need to know.
+  void notify(Item* item, bool expired) {
+    if (hooks != nullptr && ((item->second.flags & kEntrySsdFlags) != 0 || ssd_pending != 0))
+      hooks->superseded(*this, *item, expired);
+  }
+  // Removes `item` from the table and the expiry and lease indexes (no hooks).
+  void unlink(Item* item);
+
+  size_t index_ = 0;
   Map map_;
   std::set<std::pair<int64_t, Item*>> expiry_;  // (deadline, node in map_) of volatile keys
   struct Lease {
@@ -162,8 +225,11 @@ class Keyspace {
   size_t size();
   /// Number of keys with a deadline.
   size_t volatile_size();
-  /// Removes every key. With `async`, the old tables are freed on a background thread.
+  /// Removes every key (every shard locked at once, so it is atomic). With `async`, the old
+  /// tables are freed on a background thread.
   void flush(bool async);
+  /// Installs the SSD tier's hooks on every shard (null removes them).
+  void set_hooks(ShardHooks* hooks);
   /// One active expiry pass: at most `budget_per_shard` keys per shard. Returns keys removed.
   size_t active_expire(int64_t now, size_t budget_per_shard);
 

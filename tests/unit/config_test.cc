@@ -141,6 +141,28 @@ TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
   CHECK_MESSAGE(!err2.has_value(), err2.value_or(""));
   CHECK(shipped.num(Key::kThreads) >= 1);
   CHECK(shipped.num(Key::kMemoryCapacity) == 1ll << 30);
+  CHECK(shipped.num(Key::kSsdEnabled) == 1);
+  CHECK(shipped.str(Key::kSsdPath) == "./data/ssd");
+  CHECK(shipped.num(Key::kSsdMinBlobSize) == 4096);
+  CHECK(shipped.num(Key::kPromoteAfter) == 1);
+}
+
+TEST_CASE("SSD tier keys: built-in defaults, units, enums, '-' for '_'") {
+  Config c;
+  CHECK(c.num(Key::kSsdEnabled) == 0);  // off unless the config file or a flag turns it on
+  CHECK(c.num(Key::kSsdRecover) == 1);
+  CHECK(c.num(Key::kSsdCapacity) == 0);
+  CHECK_FALSE(c.set("tiering.ssd.capacity", "10gb", false).has_value());
+  CHECK(c.num(Key::kSsdCapacity) == 10ll << 30);
+  CHECK_FALSE(c.set("tiering.ssd.flush-on-shutdown", "yes", true).has_value());  // runtime
+  CHECK(c.num(Key::kSsdFlushOnShutdown) == 1);
+  CHECK(c.set("tiering.ssd.path", "/x", true).has_value());  // not at run time
+  CHECK(c.set("tiering.ssd.compression", "brotli", false).has_value());
+  CHECK_FALSE(c.set("tiering.ssd.compression", "zstd", false).has_value());
+  CHECK(c.get("tiering.ssd.compression").at(0).second == "zstd");
+  CHECK(c.set("tiering.promote_after", "0", true).has_value());
+  CHECK_FALSE(c.set("TIERING.PROMOTE-AFTER", "3", true).has_value());
+  CHECK(c.num(Key::kPromoteAfter) == 3);
 }
 
 TEST_CASE("human_bytes formats like INFO") {

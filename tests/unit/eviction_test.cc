@@ -172,3 +172,12 @@ TEST_CASE("the background thread evicts from the high to the low watermark") {
   ev.stop();
   CHECK(ks.size() == 90);  // down to exactly the low watermark (0.90)
 }
+
+TEST_CASE("an access stamped after the evictor's clock is fresh, not 49 days idle") {
+  const int64_t now = 1'000'000'000;
+  CHECK(lru_idle_ms(lru_clock(now + 5), now) == 0);
+  CHECK(lru_idle_ms(lru_clock(now - 5), now) == 5);
+  // Across a wrap of the 32-bit clock.
+  const int64_t wrap = int64_t{1} << 32;
+  CHECK(lru_idle_ms(lru_clock(wrap - 10), wrap + 10) == 20);
+}

@@ -1,0 +1,116 @@
+// server/connection_ssd.cc - what a connection does around a command when the SSD tier is on
+// (tiering/ssd_tier.h, docs/ssd-tier.md): pin the memory values of the command's keys, load
+// the keys that are on SSD only on the I/O pool (never on this thread) and resume when they
+// are in memory, then, after the command, release what it pinned and hold its reply until the
+// SSD records it superseded are gone from disk. A connection runs its commands one at a time,
+// so pipelined replies keep their order across the waits.
+#include <asio/co_spawn.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <memory>
+
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/server.h"
+
+namespace server {
+
+bool Connection::ssd_pin(const resp::Request& req, int64_t now_ms) {
+  tiering::SsdTier* tier = server_.ssd();
+  const CommandSpec* spec = server_.commands().resolve(req.args());
+  // Errors (unknown command, arity, NOAUTH) are dispatch's to reply: nothing to load for them.
+  if (spec == nullptr || !CommandTable::arity_ok(*spec, req.size())) return false;
+  if (!authenticated && !(spec->flags & kNoAuth) &&
+      server_.config().num(Key::kRequirePass) != 0)
+    return false;
+  if (!CommandTable::reads_values(*spec, req.args())) return false;
+  ssd_keys_.clear();
+  CommandTable::keys_of(*spec, req.args(), ssd_keys_);
+  ssd_loads_.clear();
+  for (std::string_view key : ssd_keys_)
+    if (tier->prepare(key, now_ms, ssd_pins_)) ssd_loads_.push_back(key);
+  return !ssd_loads_.empty();
+}
+
+asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
+  tiering::SsdTier* tier = server_.ssd();
+  // Replies already made go out first: a pipelined hit does not wait for this read.
+  if (!writer_.empty() && !co_await flush()) {
+    closed_ = true;
+    co_return false;
+  }
+  using Loaded = tiering::SsdTier::Loaded;
+  const int64_t now = now_ms;
+  std::vector<Loaded> loaded = co_await asio::co_spawn(
+      server_.ssd_pool(),
+      [this, tier, now]() -> asio::awaitable<std::vector<Loaded>> {
+        std::vector<Loaded> out;
+        for (std::string_view key : ssd_loads_) {
+          try {
+            out.push_back(tier->load(key, now, [this, now](size_t n) {
+              // A promotion must fit maxmemory as a write does (victims leave for free when
+              // they have an SSD copy, else they are queued for demotion; no disk I/O here).
+              if (server_.used_memory_now() + n > server_.memory_limit())
+                server_.evictor().make_room(n, false, now);
+              return server_.allocate_value(n);
+            }));
+          } catch (const std::bad_alloc&) {
+            out.push_back({{}, false, {tiering::SsdStatus::Code::kNoMemory, "out of memory"}});
+          }
+        }
+        co_return out;
+      },
+      asio::use_awaitable);
+  now_ms = tiering::now_ms();
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    Loaded& l = loaded[i];
+    if (!l.status.ok()) {
+      WorkerStats::bump(worker_.stats.rejected);
+      if (l.status.code == tiering::SsdStatus::Code::kNoMemory) writer_.error(err::kOom);
+      else writer_.error("ERR SSD tier read failed: " + l.status.message);
+      co_return false;  // ssd_release() drops what the others loaded
+    }
+    if (!l.pin) continue;  // the key went away meanwhile: the command finds it missing
+    if (l.transient) ssd_transient_.emplace_back(ssd_loads_[i], l.pin);
+    ssd_pins_.push_back(std::move(l.pin));
+  }
+  co_return true;
+}
+
+asio::awaitable<void> Connection::ssd_throttle(const resp::Request& req) {
+  const CommandSpec* spec = server_.commands().resolve(req.args());
+  if (spec == nullptr || !(spec->flags & kDenyOom)) co_return;
+  tiering::SsdTier* tier = server_.ssd();
+  // Replies already made go out first.
+  if (!writer_.empty() && !co_await flush()) {
+    closed_ = true;
+    co_return;
+  }
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (int i = 0; i < 2500 && tier->pending_bytes() > tier->max_pending_bytes(); ++i) {
+    timer.expires_after(std::chrono::milliseconds(2));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+}
+
+uint64_t Connection::ssd_release() {
+  tiering::SsdTier* tier = server_.ssd();
+  for (auto& [key, pin] : ssd_transient_) tier->release(key, pin);
+  ssd_transient_.clear();
+  ssd_pins_.clear();
+  return tiering::SsdTier::take_barrier();
+}
+
+asio::awaitable<void> Connection::ssd_wait(uint64_t ticket) {
+  tiering::SsdTier* tier = server_.ssd();
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [tier, ticket, ex](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        tier->when_processed(ticket, [h, ex] { asio::post(ex, [h] { std::move (*h)(); }); });
+      },
+      asio::use_awaitable);
+}
+
+}  // namespace server

@@ -1,0 +1,62 @@
+// server/server_ssd.cc - the SSD tier's life in the server: config to options, open and recover
+// at start-up, flush_on_shutdown and stop at the end (docs/ssd-tier.md).
+#include <algorithm>
+
+#include "server/log.h"
+#include "server/server.h"
+
+namespace server {
+
+void Server::start_ssd_tier() {
+  if (config_.num(Key::kSsdEnabled) == 0) return;
+  static const char* const kCompression[] = {"none", "snappy", "lz4", "zstd"};
+  tiering::SsdTierOptions o;
+  o.store.path = config_.str(Key::kSsdPath);
+  o.store.capacity = static_cast<uint64_t>(config_.num(Key::kSsdCapacity));
+  o.store.recover = config_.num(Key::kSsdRecover) != 0;
+  o.store.sync = config_.num(Key::kSsdSync) != 0;
+  o.store.compression = kCompression[config_.num(Key::kSsdCompression)];
+  o.store.min_blob_size = static_cast<uint64_t>(config_.num(Key::kSsdMinBlobSize));
+  o.store.direct_reads = config_.num(Key::kSsdDirectReads) != 0;
+  o.store.write_buffer_size = static_cast<uint64_t>(config_.num(Key::kSsdWriteBufferSize));
+  o.promote_after = static_cast<uint32_t>(config_.num(Key::kPromoteAfter));
+  // Values queued for demotion are counted as gone: bound how far that runs ahead of the disk.
+  o.max_pending_bytes = std::clamp<uint64_t>(memory_limit() / 8, 8 << 20, 256 << 20);
+  o.log = [](bool warning, std::string_view m) {
+    if (warning) log::warning(m);
+    else log::notice(m);
+  };
+  tiering::SsdStatus st;
+  ssd_ = tiering::SsdTier::open(keyspace_, std::move(o), &st);
+  if (ssd_ == nullptr) {
+    ssd_error_ = st.message;
+    log::warning("ssd tier disabled: cannot open the store: " + st.message);
+    return;
+  }
+  if (config_.num(Key::kSsdRecover) != 0) ssd_->recover(tiering::now_ms());
+  ssd_->start();
+  evictor_.set_demoter(ssd_.get());
+  ssd_pool_ = std::make_unique<asio::thread_pool>(
+      static_cast<size_t>(config_.num(Key::kSsdIoThreads)));
+  log::notice("ssd tier path=" + config_.str(Key::kSsdPath) +
+              " capacity=" + std::to_string(config_.num(Key::kSsdCapacity)) +
+              " records=" + std::to_string(ssd_->store().live_records()) +
+              " bytes=" + std::to_string(ssd_->store().live_bytes()));
+}
+
+void Server::stop_ssd_tier() {
+  if (ssd_ == nullptr) return;
+  ssd_pool_->join();  // reads in flight finish; no connection is left to resume
+  if (config_.num(Key::kSsdFlushOnShutdown) != 0) {
+    log::notice("ssd tier: flush_on_shutdown: demoting every value held only in memory");
+    tiering::SsdStatus st;
+    const size_t n = ssd_->demote_all(&st);
+    if (st.ok())
+      log::notice("ssd tier: flush_on_shutdown wrote values=" + std::to_string(n));
+    else
+      log::warning("ssd tier: flush_on_shutdown failed: " + st.message);
+  }
+  ssd_->stop();
+}
+
+}  // namespace server

@@ -1,0 +1,37 @@
+// server/tier_family.cc - TIER key: where a key's value lives (docs/ssd-tier.md).
+//
+//   TIER key  ->  "memory" | "ssd" | "memory+ssd", or nil when the key does not exist.
+// "memory": in memory only (a demotion may be queued); "ssd": on SSD only (a read loads it);
+// "memory+ssd": in memory with a written SSD copy (after a promotion, or a demotion that found
+// the value in use), so it leaves memory again without a write. Does not load or touch the key.
+#include <mutex>
+
+#include "server/family.h"
+#include "server/server.h"
+
+namespace server {
+namespace {
+
+using tiering::Shard;
+
+void cmd_tier(CommandContext& ctx) {
+  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
+  std::lock_guard lock(shard.mu);
+  Shard::Item* item = shard.peek(ctx.args[1], ctx.now_ms);
+  if (item == nullptr) return ctx.out.null();
+  const tiering::Entry& e = item->second;
+  if (!e.value) return ctx.out.bulk("ssd");
+  const bool copy = (e.flags & tiering::kEntrySsd) && !(e.flags & tiering::kEntryDemoting);
+  ctx.out.bulk(copy ? "memory+ssd" : "memory");
+}
+
+}  // namespace
+
+void register_tier_family(CommandTable& t) {
+  t.add({.name = "tier", .arity = 2, .flags = kReadonly | kFast | kNoValue, .first_key = 1,
+         .last_key = 1, .key_step = 1, .handler = cmd_tier, .group = "generic",
+         .summary = "Tell where a key's value lives: memory, ssd or memory+ssd",
+         .since = "0.1.0", .complexity = "O(1)"});
+}
+
+}  // namespace server

@@ -1,0 +1,369 @@
+"""The SSD tier (docs/ssd-tier.md): values past maxmemory are demoted to RocksDB and read back
+byte-exact, writes and deletes of demoted keys behave as in Redis, restarts recover the SSD
+keys (kill -9 included: never a stale or torn value), flush_on_shutdown keeps every key, and a
+tiny ssd capacity or a full disk gives clear behaviour without losing what memory holds."""
+
+import os
+import random
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+import harness
+from resp_util import Err
+
+pytestmark = pytest.mark.skipif(harness.TARGET == "redis", reason="stratakv's SSD tier")
+
+MiB = 1 << 20
+
+
+def pattern(tag, i, size=MiB):
+    """A value unique to (tag, i), cheap to rebuild for checking."""
+    unit = ("%s:%08d|" % (tag, i)).encode()
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def ssd_server(start_server, path, **config):
+    config.setdefault("memory__capacity", "64mb")
+    config.setdefault("maxmemory", "16mb")
+    return start_server(tiering__ssd__enabled="yes", tiering__ssd__path=str(path), **config)
+
+
+def tier(r, key):
+    t = r.execute_command("TIER", key)
+    return t.decode() if t is not None else None
+
+
+def wait_until(predicate, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def counted_memory(r):
+    m = r.info("memory")
+    return m["used_memory"] - m["mem_not_counted_for_evict"]
+
+
+def restart(srv):
+    """Graceful stop (SIGTERM) and start again on the same config (and SSD path)."""
+    problem = srv.stop()
+    assert problem is None, problem
+    srv.start()
+    return srv.client()
+
+
+def kill9_and_restart(srv):
+    srv.proc.kill()
+    srv.proc.wait(10)
+    if srv in harness._RUNNING:
+        harness._RUNNING.remove(srv)
+    srv._log.close()
+    srv._log = None
+    srv.start()
+    return srv.client()
+
+
+def test_working_set_of_5x_maxmemory_reads_back_byte_exact_with_ttls(start_server, tmp_path):
+    srv = ssd_server(start_server, tmp_path / "ssd")
+    r = srv.client()
+    short = ["short:%d" % i for i in range(4)]
+    for i, k in enumerate(short):  # written first: the coldest, demoted first
+        r.set(k, pattern("short", i, 200 << 10), px=2500)
+    large = 80  # 80 x 1 MiB = 5x maxmemory
+    small = 3000  # and 100-byte values among them
+    max_counted = 0
+    for i in range(large):
+        ttl = 3600 if i % 3 == 0 else None
+        assert r.set("big:%d" % i, pattern("big", i), ex=ttl)
+        for j in range(i * small // large, (i + 1) * small // large):
+            assert r.set("small:%d" % j, pattern("small", j, 100), ex=3600 if j % 2 else None)
+        if i % 8 == 0:
+            max_counted = max(max_counted, counted_memory(r))
+    # Memory stays within maxmemory (one value in flight beyond it), the rest went to SSD.
+    assert max_counted <= 16 * MiB + 2 * MiB, max_counted
+    info = r.info("tiering")
+    assert info["ssd_status"] == "ok"
+    assert info["demotions"] > 40, info
+    assert info["ssd_only_keys"] > 40, info
+    assert r.info("stats")["evicted_keys"] == 0
+    assert any(tier(r, k) == "ssd" for k in short)
+    assert tier(r, "big:0") == "ssd"
+    assert r.dbsize() == large + small + len(short)
+    # TTLs are kept across tiers, without loading the value.
+    assert 3500 < r.ttl("big:0") <= 3600 and tier(r, "big:0") == "ssd"
+    assert r.ttl("big:1") == -1
+    # Every value back, byte-exact (each read of a demoted value loads it).
+    for i in range(large):
+        assert r.get("big:%d" % i) == pattern("big", i), i
+    for j in range(small):
+        assert r.get("small:%d" % j) == pattern("small", j, 100), j
+    assert r.ttl("big:0") > 3500 and r.ttl("small:1") > 3500 and r.ttl("small:2") == -1
+    info = r.info("tiering")
+    assert info["ssd_reads"] >= 40 and info["promotions"] >= 40
+    assert info["ssd_read_latency_p99_us"] > 0
+    assert counted_memory(r) <= 16 * MiB + 2 * MiB
+    # The short TTLs run out on SSD as in memory.
+    time.sleep(2.6)
+    for k in short:
+        assert r.get(k) is None and r.exists(k) == 0
+    # Pipelined replies keep their order across memory and SSD keys.
+    pipe = r.pipeline(transaction=False)
+    order = [random.randrange(large) for _ in range(30)]
+    for i in order:
+        pipe.get("big:%d" % i)
+        pipe.get("small:%d" % i)
+    replies = pipe.execute()
+    for n, i in enumerate(order):
+        assert replies[2 * n] == pattern("big", i)
+        assert replies[2 * n + 1] == pattern("small", i, 100)
+
+
+def demoted(start_server, path, keys, **config):
+    """A server where each of `keys` (1 MiB values) is on SSD only."""
+    srv = ssd_server(start_server, path, **config)
+    r = srv.client()
+    for i, k in enumerate(keys):
+        r.set(k, pattern(k, i))
+    for i in range(24):  # push them out
+        r.set("filler:%d" % i, pattern("filler", i))
+    wait_until(lambda: all(tier(r, k) == "ssd" for k in keys), what="demotion")
+    wait_until(lambda: r.info("tiering")["pending_demotion_bytes"] == 0, what="quiet writer")
+    return srv, r
+
+
+def test_del_overwrite_and_other_writes_of_demoted_keys_behave_as_in_redis(start_server, tmp_path):
+    keys = ["d:%d" % i for i in range(10)]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys)
+    ssd_keys = r.info("tiering")["ssd_keys"]
+    # DEL/UNLINK/EXISTS/TTL/EXPIRE/PERSIST only need the entry: nothing is loaded.
+    assert r.exists("d:0", "d:1") == 2 and tier(r, "d:0") == "ssd"
+    assert r.delete("d:0", "nope") == 1
+    assert r.get("d:0") is None and r.exists("d:0") == 0 and tier(r, "d:0") is None
+    assert r.unlink("d:1") == 1
+    assert r.expire("d:2", 1000) and 990 < r.ttl("d:2") <= 1000 and tier(r, "d:2") == "ssd"
+    assert r.persist("d:2") and r.ttl("d:2") == -1 and tier(r, "d:2") == "ssd"
+    assert r.pexpire("d:3", 1) and (time.sleep(0.05) or True)
+    assert r.get("d:3") is None
+    assert r.info("tiering")["ssd_keys"] <= ssd_keys - 2  # the records went with the keys
+    # Overwrites: the new value wins, the old record is superseded.
+    assert r.set("d:4", b"new value")
+    assert r.get("d:4") == b"new value" and tier(r, "d:4") == "memory"
+    assert r.set("d:5", b"v5", get=True) == pattern("d:5", 5)  # SET ... GET loads the old value
+    assert r.getset("d:6", b"v6") == pattern("d:6", 6)
+    assert r.append("d:7", b"+tail") == MiB + 5
+    assert r.get("d:7") == pattern("d:7", 7) + b"+tail"
+    assert r.getdel("d:8") == pattern("d:8", 8) and r.exists("d:8") == 0
+    assert r.strlen("d:9") == MiB and r.getrange("d:9", 0, 9) == pattern("d:9", 9)[:10]
+    # RENAME/COPY move a demoted value under a new name.
+    assert r.rename("d:9", "d:9b") and r.get("d:9b") == pattern("d:9", 9)
+    assert r.exists("d:9") == 0
+    # Counters and SETRANGE on a demoted key.
+    r.set("n", b"41")
+    r.set("s", b"hello world")
+    for i in range(24):
+        r.set("filler2:%d" % i, pattern("filler2", i))
+    wait_until(lambda: tier(r, "n") == "ssd" and tier(r, "s") == "ssd", what="demotion")
+    assert r.incr("n") == 42 and r.get("n") == b"42"
+    assert r.setrange("s", 6, b"WORLD") == 11 and r.get("s") == b"hello WORLD"
+    # What was written survives a restart; what was deleted does not come back.
+    r = restart(srv)
+    assert r.get("d:0") is None and r.get("d:1") is None and r.get("d:8") is None
+    for k, v in [("d:4", b"new value"), ("d:5", b"v5"), ("d:6", b"v6")]:
+        assert r.get(k) in (v, None)  # in memory at the stop: maybe lost, never the old value
+    assert r.get("d:2") == pattern("d:2", 2) and r.ttl("d:2") == -1
+
+
+def test_flushall_empties_both_tiers(start_server, tmp_path):
+    keys = ["f:%d" % i for i in range(6)]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys)
+    r.flushall()
+    assert r.dbsize() == 0
+    assert r.info("tiering")["ssd_keys"] == 0
+    r = restart(srv)
+    assert r.dbsize() == 0
+
+
+def test_warm_restart_recovers_demoted_keys_with_their_ttls(start_server, tmp_path):
+    keys = ["w:%d" % i for i in range(12)]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys)
+    r.expire("w:0", 1000)
+    r.pexpire("w:1", 300)
+    time.sleep(0.4)
+    r = restart(srv)
+    info = r.info("tiering")
+    assert info["ssd_recovered_keys"] >= 11, info
+    assert r.get("w:1") is None  # expired while down
+    assert 990 < r.ttl("w:0") <= 1000
+    for i, k in enumerate(keys[2:], 2):
+        assert tier(r, k) == "ssd"
+        assert r.get(k) == pattern(k, i)
+
+
+def test_flush_on_shutdown_keeps_every_key(start_server, tmp_path):
+    srv = ssd_server(start_server, tmp_path / "ssd", tiering__ssd__flush_on_shutdown="yes",
+                     maxmemory="32mb")
+    r = srv.client()
+    for i in range(40):
+        r.set("k:%d" % i, pattern("k", i), ex=5000 if i % 2 else None)
+    for i in range(500):
+        r.set("s:%d" % i, pattern("s", i, 100))
+    in_memory = sum(1 for i in range(40) if tier(r, "k:%d" % i) == "memory")
+    assert in_memory > 0
+    r = restart(srv)
+    assert r.dbsize() == 540
+    for i in range(40):
+        assert r.get("k:%d" % i) == pattern("k", i)
+        assert (r.ttl("k:%d" % i) > 4900) if i % 2 else (r.ttl("k:%d" % i) == -1)
+    for i in range(500):
+        assert r.get("s:%d" % i) == pattern("s", i, 100)
+
+
+def test_kill9_during_writes_then_recover_gives_old_new_or_missing_never_torn(start_server,
+                                                                              tmp_path):
+    srv = ssd_server(start_server, tmp_path / "ssd", maxmemory="8mb")
+    nkeys, size = 48, 256 << 10
+    acked = {}   # key -> last acknowledged version (None: deleted)
+    pending = {}  # key -> version sent, not yet acknowledged (None: a DEL)
+    stop = threading.Event()
+
+    def writer():
+        w = srv.client()
+        rng = random.Random(7)
+        version = 0
+        try:
+            while not stop.is_set():
+                k = rng.randrange(nkeys)
+                key = "c:%d" % k
+                version += 1
+                if rng.random() < 0.1:
+                    pending[key] = None
+                    w.delete(key)
+                    acked[key] = None
+                else:
+                    pending[key] = version
+                    w.set(key, pattern(key, version, size))
+                    acked[key] = version
+                del pending[key]
+        except Exception:
+            pass  # the server was killed mid-command
+
+    t = threading.Thread(target=writer)
+    t.start()
+    r = srv.client()
+    wait_until(lambda: r.info("tiering")["demotions"] > 60, timeout=30, what="demotions")
+    time.sleep(0.3)
+    r = kill9_and_restart(srv)
+    stop.set()
+    t.join(10)
+    assert r.info("tiering")["ssd_recovered_keys"] > 0
+    for k in range(nkeys):
+        key = "c:%d" % k
+        v = r.get(key)
+        allowed = {acked.get(key)}
+        if key in pending:
+            allowed.add(pending[key])
+        if v is None:
+            continue  # missing: it was only in memory, or deleted
+        versions = [n for n in allowed if n is not None and v == pattern(key, n, size)]
+        assert versions, "%s: not its last acknowledged value (len %d, head %r)" % (
+            key, len(v), v[:24])
+
+
+def test_tiny_ssd_capacity_drops_oldest_records_and_keeps_memory(start_server, tmp_path):
+    srv = ssd_server(start_server, tmp_path / "ssd", tiering__ssd__capacity="6mb")
+    r = srv.client()
+    for i in range(60):
+        assert r.set("t:%d" % i, pattern("t", i))  # never an error
+    time.sleep(0.3)
+    info = r.info("tiering")
+    assert info["ssd_bytes"] <= 6 * MiB, info
+    assert info["ssd_dropped_keys"] > 20, info
+    assert r.info("stats")["evicted_keys"] >= info["ssd_dropped_keys"]
+    present = [i for i in range(60) if r.exists("t:%d" % i)]
+    assert len(present) >= 12  # what memory holds plus what fits the capacity
+    assert present[-1] == 59 and present == list(range(60 - len(present), 60))  # FIFO
+    for i in present:
+        assert r.get("t:%d" % i) == pattern("t", i)
+
+
+@pytest.fixture
+def small_filesystem():
+    path = tempfile.mkdtemp(prefix="stratakv-full-")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", path],
+                      capture_output=True).returncode != 0:
+        os.rmdir(path)
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield path
+    subprocess.run(["umount", "-l", path], capture_output=True)
+    os.rmdir(path)
+
+
+def test_full_disk_keeps_values_in_memory_and_says_so(start_server, small_filesystem):
+    srv = ssd_server(start_server, small_filesystem + "/ssd", maxmemory="16mb",
+                     memory__capacity="128mb", tiering__ssd__write_buffer_size="1mb")
+    r = srv.client()
+    acked = []
+    errors = set()
+    for i in range(80):
+        try:
+            r.set("x:%d" % i, pattern("x", i))
+            acked.append(i)
+        except Exception as e:  # -OOM once memory is full and nothing can be demoted
+            errors.add(str(e).split()[0])
+    info = r.info("tiering")
+    assert info["ssd_write_errors"] > 0 and info["ssd_status"] == "error", info
+    assert "space" in info["ssd_last_error"].lower(), info
+    assert errors <= {"OOM"}, errors
+    for i in acked:  # nothing acknowledged is lost
+        assert r.get("x:%d" % i) == pattern("x", i), i
+    assert srv.alive()
+
+
+def test_promote_after_keeps_a_value_on_ssd_until_its_nth_read(start_server, tmp_path):
+    srv, r = demoted(start_server, tmp_path / "ssd", ["p"], tiering__promote_after="3")
+    assert r.get("p") == pattern("p", 0) and tier(r, "p") == "ssd"
+    assert r.get("p") == pattern("p", 0) and tier(r, "p") == "ssd"
+    assert r.get("p") == pattern("p", 0) and tier(r, "p") == "memory+ssd"
+    info = r.info("tiering")
+    assert info["ssd_reads"] == 3 and info["promotions"] == 1
+
+
+def test_tier_command_config_and_info(start_server, tmp_path):
+    srv = ssd_server(start_server, tmp_path / "ssd")
+    r = srv.client()
+    raw = srv.raw()
+    assert raw.call("TIER") == Err("ERR wrong number of arguments for 'tier' command")
+    assert r.execute_command("TIER", "missing") is None
+    r.set("a", "b")
+    assert tier(r, "a") == "memory"
+    cfg = r.config_get("tiering.*")
+    assert cfg["tiering.ssd.enabled"] == "yes"
+    assert cfg["tiering.ssd.path"] == str(tmp_path / "ssd")
+    assert cfg["tiering.promote_after"] == "1"
+    assert r.config_set("tiering.promote_after", "2")
+    info = r.info("tiering")
+    for field in ("memory_keys", "memory_bytes", "ssd_keys", "ssd_bytes", "demotions",
+                  "promotions", "ssd_reads", "ssd_read_bytes", "ssd_read_latency_p50_us",
+                  "ssd_read_latency_p99_us", "pending_demotion_bytes"):
+        assert field in info, field
+    assert "tiering" in r.info("everything") or "ssd_enabled" in r.info("everything")
+
+
+def test_an_unusable_path_leaves_the_server_running_without_the_tier(start_server, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    srv = ssd_server(start_server, blocker / "ssd")
+    r = srv.client()
+    info = r.info("tiering")
+    assert info["ssd_enabled"] == 0 and info["ssd_status"] == "error", info
+    assert info["ssd_last_error"], info
+    for i in range(40):  # plain eviction then
+        assert r.set("k:%d" % i, pattern("k", i))
+    assert r.info("stats")["evicted_keys"] > 0

@@ -1,0 +1,253 @@
+// Unit tests of tiering::SsdTier on a real keyspace and store (no server): a demoted value
+// leaves memory only after its write and only if unchanged and unpinned; overwrites, deletes,
+// deadline changes and FLUSHALL reach the store in order; loads promote (or not, with
+// promote_after); recovery rebuilds cold entries.
+#include <doctest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "tiering/ssd_tier.h"
+
+using namespace tiering;
+
+namespace {
+
+struct Dir {
+  std::string path;
+  Dir() {
+    char tmpl[] = "/tmp/stratakv-tier-test-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~Dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+std::unique_ptr<SsdTier> open_tier(Keyspace& ks, const std::string& dir, uint32_t promote = 1) {
+  SsdTierOptions o;
+  o.store.path = dir + "/db";
+  o.store.write_buffer_size = 4 << 20;
+  o.promote_after = promote;
+  SsdStatus st;
+  auto tier = SsdTier::open(ks, o, &st);
+  INFO(st.message);
+  REQUIRE(tier != nullptr);
+  return tier;
+}
+
+std::string bytes(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7);
+  return s;
+}
+
+void put(Keyspace& ks, const std::string& key, const std::string& value, int64_t exp = 0) {
+  Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  s.upsert(key, ValueRef::copy_of(value), exp, now_ms());
+}
+
+// Demotes `key` (its value must be in memory); returns the bytes demote() reported.
+uint64_t demote(SsdTier& tier, Keyspace& ks, const std::string& key) {
+  Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  Shard::Item* item = s.find(key, now_ms());
+  REQUIRE(item != nullptr);
+  return tier.demote(s, item, now_ms());
+}
+
+// The entry's flags and whether its value is in memory.
+std::pair<uint8_t, bool> state(Keyspace& ks, const std::string& key) {
+  Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  Shard::Item* item = s.find(key, now_ms());
+  REQUIRE(item != nullptr);
+  return {static_cast<uint8_t>(item->second.flags & kEntrySsdFlags),
+          static_cast<bool>(item->second.value)};
+}
+
+SsdTier::Loaded load(SsdTier& tier, const std::string& key) {
+  return tier.load(key, now_ms(), [](size_t n) { return ValueRef::allocate(n); });
+}
+
+void settle(SsdTier& tier) { tier.wait_pending(0, 10'000); }
+
+}  // namespace
+
+TEST_CASE("a demoted value leaves memory after its write and a load brings it back") {
+  Dir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  tier->start();
+  const std::string v = bytes(100 << 10, 'a');
+  put(ks, "k", v);
+  CHECK(demote(*tier, ks, "k") >= v.size());
+  settle(*tier);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd | kEntryCold, false});
+  CHECK(tier->cold_keys() == 1);
+  CHECK(tier->store().live_records() == 1);
+  CHECK(tier->stats().demotions == 1);
+
+  std::vector<ValueRef> pins;
+  CHECK(tier->prepare("k", now_ms(), pins));
+  CHECK(pins.empty());
+  SsdTier::Loaded l = load(*tier, "k");
+  REQUIRE(l.status.ok());
+  REQUIRE(l.pin);
+  CHECK(l.pin->view() == v);
+  CHECK_FALSE(l.transient);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd, true});  // memory+ssd
+  CHECK(tier->cold_keys() == 0);
+  l.pin.reset();
+  // Its SSD copy is written: it leaves memory again at once, without a write.
+  const uint64_t batches = tier->stats().batches;
+  CHECK(demote(*tier, ks, "k") > 0);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd | kEntryCold, false});
+  CHECK(tier->stats().batches == batches);
+  CHECK(tier->stats().free_drops == 1);
+}
+
+TEST_CASE("a value overwritten while queued stays in memory and its record is removed") {
+  Dir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  ks.set_hooks(tier.get());  // the writer starts later: both ops meet in one batch
+  put(ks, "k", bytes(50 << 10, 'a'));
+  CHECK(demote(*tier, ks, "k") > 0);
+  SsdTier::take_barrier();
+  put(ks, "k", "new");  // supersedes the queued put
+  const uint64_t ticket = SsdTier::take_barrier();
+  CHECK(ticket > 0);
+  tier->start();
+  tier->wait_processed(ticket);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{0, true});
+  CHECK(tier->store().live_records() == 0);
+  CHECK(tier->stats().demotions == 0);
+  CHECK(tier->pending_bytes() == 0);
+}
+
+TEST_CASE("a pinned value stays in both tiers after its write") {
+  Dir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  tier->start();
+  put(ks, "k", bytes(10 << 10, 'p'));
+  std::vector<ValueRef> pins;
+  CHECK_FALSE(tier->prepare("k", now_ms(), pins));  // in memory: pinned, nothing to load
+  REQUIRE(pins.size() == 1);
+  CHECK(demote(*tier, ks, "k") > 0);
+  settle(*tier);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd, true});
+  CHECK(demote(*tier, ks, "k") == 0);  // still pinned: refused
+  pins.clear();
+  CHECK(demote(*tier, ks, "k") > 0);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd | kEntryCold, false});
+}
+
+TEST_CASE("DEL, EXPIRE and FLUSHALL of cold keys reach the store before their ticket") {
+  Dir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  tier->start();
+  for (const char* k : {"a", "b", "c", "d"}) {
+    put(ks, k, bytes(8 << 10, k[0]));
+    demote(*tier, ks, k);
+  }
+  settle(*tier);
+  SsdTier::take_barrier();
+  REQUIRE(tier->store().live_records() == 4);
+  {
+    Shard& s = ks.shard_of("a");
+    std::lock_guard lock(s.mu);
+    s.erase(s.find("a", now_ms()));
+  }
+  uint64_t t = SsdTier::take_barrier();
+  REQUIRE(t > 0);
+  tier->wait_processed(t);
+  CHECK(tier->store().live_records() == 3);
+  CHECK(tier->cold_keys() == 3);
+
+  const int64_t deadline = now_ms() + 3'600'000;
+  {
+    Shard& s = ks.shard_of("b");
+    std::lock_guard lock(s.mu);
+    s.set_expire(s.find("b", now_ms()), deadline);
+  }
+  t = SsdTier::take_barrier();
+  REQUIRE(t > 0);
+  tier->wait_processed(t);
+  int64_t seen = 0;
+  REQUIRE(tier->store().scan(0, [&](const SsdRecordInfo& r) {
+    if (r.key == "b") seen = r.expire_ms;
+    return true;
+  }).ok());
+  CHECK(seen == deadline);
+
+  ks.flush(false);
+  t = SsdTier::take_barrier();
+  REQUIRE(t > 0);
+  tier->wait_processed(t);
+  CHECK(tier->store().live_records() == 0);
+  CHECK(tier->cold_keys() == 0);
+}
+
+TEST_CASE("promote_after 2: the first read is transient, the second promotes") {
+  Dir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path, 2);
+  tier->start();
+  const std::string v = bytes(20 << 10, 't');
+  put(ks, "k", v);
+  demote(*tier, ks, "k");
+  settle(*tier);
+  SsdTier::Loaded l = load(*tier, "k");
+  REQUIRE(l.pin);
+  CHECK(l.transient);
+  CHECK(l.pin->view() == v);
+  tier->release("k", l.pin);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd | kEntryCold, false});
+  l = load(*tier, "k");
+  CHECK_FALSE(l.transient);
+  CHECK(state(ks, "k") == std::pair<uint8_t, bool>{kEntrySsd, true});
+  CHECK(tier->stats().reads == 2);
+  CHECK(tier->stats().promotions == 1);
+}
+
+TEST_CASE("recovery rebuilds cold entries with their deadlines and skips expired ones") {
+  Dir dir;
+  const int64_t later = now_ms() + 3'600'000;
+  {
+    Keyspace ks(8);
+    auto tier = open_tier(ks, dir.path);
+    tier->start();
+    put(ks, "keep", bytes(30 << 10, 'k'), later);
+    put(ks, "gone", bytes(30 << 10, 'g'), now_ms() + 200);
+    put(ks, "memory-only", "x");
+    demote(*tier, ks, "keep");
+    demote(*tier, ks, "gone");
+    settle(*tier);
+  }
+  usleep(300'000);
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  CHECK(tier->recover(now_ms()) == 1);
+  tier->start();
+  CHECK(ks.size() == 1);
+  CHECK(state(ks, "keep") == std::pair<uint8_t, bool>{kEntrySsd | kEntryCold, false});
+  {
+    Shard& s = ks.shard_of("keep");
+    std::lock_guard lock(s.mu);
+    CHECK(s.find("keep", now_ms())->second.expire_ms == later);
+  }
+  SsdTier::Loaded l = load(*tier, "keep");
+  REQUIRE(l.pin);
+  CHECK(l.pin->view() == bytes(30 << 10, 'k'));
+  CHECK(tier->store().live_records() == 1);  // the expired record was swept
+}

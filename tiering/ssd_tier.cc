@@ -1,0 +1,228 @@
+// tiering/ssd_tier.cc - the SSD tier's queue: what enqueues ops (demotion, the keyspace's hooks),
+// tickets and waiting for them, start and stop. The writer is in ssd_tier_writer.cc, reads
+// and recovery in ssd_tier_read.cc.
+#include "tiering/ssd_tier.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tiering/allocator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+namespace tiering {
+namespace {
+
+constexpr int kWriterNice = 10;
+
+// The highest ticket this thread queued for a superseded record (see take_barrier()).
+thread_local uint64_t t_barrier = 0;
+
+void raise_barrier(uint64_t ticket) { t_barrier = std::max(t_barrier, ticket); }
+
+}  // namespace
+
+std::unique_ptr<SsdTier> SsdTier::open(Keyspace& ks, SsdTierOptions options, SsdStatus* status) {
+  auto say = [&](const std::string& m) {
+    if (options.log) options.log(true, m);
+  };
+  const std::string marker = dirty_marker(options.store.path);
+  std::error_code ec;
+  if (options.store.recover && std::filesystem::exists(marker, ec)) {
+    say("ssd tier: " + options.store.path +
+        " was marked for wiping (a record removal failed): starting empty");
+    options.store.recover = false;
+  }
+  SsdStatus st;
+  std::unique_ptr<SsdStore> store = SsdStore::open(options.store, &st);
+  if (store == nullptr && options.store.recover && st.code == SsdStatus::Code::kCorruption) {
+    say("ssd tier: cannot recover " + options.store.path + " (" + st.message +
+        "): starting empty");
+    options.store.recover = false;
+    store = SsdStore::open(options.store, &st);
+  }
+  if (status != nullptr) *status = st;
+  if (store == nullptr) return nullptr;
+  std::filesystem::remove(marker, ec);
+  return std::unique_ptr<SsdTier>(new SsdTier(ks, std::move(options), std::move(store)));
+}
+
+SsdTier::SsdTier(Keyspace& ks, SsdTierOptions options, std::unique_ptr<SsdStore> store)
+    : ks_(ks),
+      options_(std::move(options)),
+      store_(std::move(store)),
+      shard_state_(ks.shard_count()),
+      promote_after_(options_.promote_after ? options_.promote_after : 1),
+      arena_(allocator_create_arena()) {}
+
+SsdTier::~SsdTier() { stop(); }
+
+void SsdTier::log(bool warning, const std::string& m) const {
+  if (options_.log) options_.log(warning, m);
+}
+
+void SsdTier::start() {
+  std::lock_guard lock(queue_mu_);
+  if (writer_.joinable()) return;
+  stop_ = false;
+  ks_.set_hooks(this);
+  writer_ = std::thread([this] {
+    use_arena();
+    // Demotion is background work: below the connection threads (and the reads, which serve
+    // requests), so that writing to SSD does not show in the latency of memory hits.
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
+    run_writer();
+  });
+}
+
+void SsdTier::stop() {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (!writer_.joinable()) return;
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  writer_.join();
+  ks_.set_hooks(nullptr);
+  // Waiters of ops that never ran (none once the writer drained the queue) still get called.
+  std::multimap<uint64_t, std::function<void()>> left;
+  {
+    std::lock_guard lock(waiters_mu_);
+    left.swap(waiters_);
+  }
+  for (auto& [ticket, fn] : left) fn();
+}
+
+uint64_t SsdTier::enqueue(Shard& shard, Op op) {
+  op.shard = static_cast<uint32_t>(shard.index());
+  ShardState& st = shard_state_[op.shard];
+  uint64_t ticket;
+  {
+    std::lock_guard lock(queue_mu_);
+    ticket = next_ticket_++;
+    op.ticket = ticket;
+    if (op.kind != Op::kClear) {
+      auto [it, inserted] = st.pending.try_emplace(op.key, ticket);
+      if (inserted) ++shard.ssd_pending;
+      else it->second = ticket;
+    }
+    queue_.push_back(std::move(op));
+  }
+  queue_cv_.notify_one();
+  return ticket;
+}
+
+uint64_t SsdTier::take_barrier() { return std::exchange(t_barrier, 0); }
+
+void SsdTier::when_processed(uint64_t ticket, std::function<void()> fn) {
+  {
+    std::lock_guard lock(waiters_mu_);
+    if (processed_.load(std::memory_order_acquire) < ticket) {
+      waiters_.emplace(ticket, std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+void SsdTier::wait_processed(uint64_t ticket) {
+  std::unique_lock lock(waiters_mu_);
+  processed_cv_.wait(lock, [&] { return processed_.load(std::memory_order_acquire) >= ticket; });
+}
+
+void SsdTier::wait_pending(uint64_t bytes, int timeout_ms) {
+  std::unique_lock lock(waiters_mu_);
+  processed_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                         [&] { return pending_bytes() <= bytes; });
+}
+
+// ---- ShardHooks ----
+
+void SsdTier::superseded(Shard& shard, const Shard::Item& item, bool expired) {
+  const Entry& e = item.second;
+  if (e.flags & kEntryCold) cold_keys_.fetch_sub(1, std::memory_order_relaxed);
+  ShardState& st = shard_state_[shard.index()];
+  if (e.flags & (kEntrySsd | kEntryDemoting)) {
+    // The record (written, or queued behind this op) no longer holds the key's value.
+    const uint64_t ticket = enqueue(shard, Op{Op::kRemove, 0, 0, 0, std::string(item.key())});
+    // An expired record never comes back (recovery skips it): nobody waits for its removal.
+    if (!expired) raise_barrier(ticket);
+  } else if (!expired) {
+    // No record now, but one may still be queued for removal (another writer's change): this
+    // change is acknowledged only after it.
+    if (auto it = st.pending.find(item.key()); it != st.pending.end()) raise_barrier(it->second);
+  }
+}
+
+void SsdTier::expire_changed(Shard& shard, const Shard::Item& item) {
+  raise_barrier(enqueue(shard, Op{Op::kExpire, 0, 0, item.second.expire_ms,
+                                  std::string(item.key())}));
+}
+
+void SsdTier::flushed() {
+  // Every shard is locked: forget what was queued per key (their commits find no entry) and
+  // queue one op that empties the store, after every put queued so far.
+  for (size_t i = 0; i < shard_state_.size(); ++i) {
+    shard_state_[i].pending.clear();
+    ks_.shard(i).ssd_pending = 0;
+  }
+  cold_keys_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(hits_mu_);
+    hits_.clear();
+  }
+  raise_barrier(enqueue(ks_.shard(0), Op{Op::kClear, 0, 0, 0, {}}));
+}
+
+// ---- Demoter ----
+
+uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now) {
+  Entry& e = item->second;
+  if (!e.value || (e.flags & kEntryDemoting)) return 0;
+  if (e.flags & kEntrySsd) {
+    // An SSD copy exists: drop the memory value now, unless a command has it pinned.
+    if (e.value.use_count() != 1 || shard_state_[shard.index()].loading.count(item->key()))
+      return 0;
+    const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
+    e.value.reset();  // the last reference: freed here (the region's lock, not the disk)
+    e.flags = static_cast<uint8_t>((e.flags & ~kEntryTransient) | kEntryCold);
+    cold_keys_.fetch_add(1, std::memory_order_relaxed);
+    stats_.free_drops.fetch_add(1, std::memory_order_relaxed);
+    return bytes;
+  }
+  // After a failed write, no new demotion until the retry time: values stay in memory. A
+  // value RocksDB cannot hold (4 GiB or more) stays in memory too.
+  if (!healthy() && now < retry_at_ms_.load(std::memory_order_relaxed)) return 0;
+  if (e.value->size() > SsdStore::kMaxValueSize) return 0;
+  const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
+  e.flags |= kEntrySsd | kEntryDemoting;
+  pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  enqueue(shard, Op{Op::kPut, 0, 0, e.expire_ms, std::string(item->key()), e.value, bytes});
+  return bytes;
+}
+
+// ---- figures ----
+
+void SsdTier::use_arena() const {
+  thread_local unsigned t_arena = 0;
+  if (arena_ != 0 && t_arena != arena_) {
+    allocator_use_arena(arena_);
+    t_arena = arena_;
+  }
+}
+
+void SsdTier::refresh_memory() {
+  const uint64_t heap = arena_ != 0 ? allocator_arena_allocated(arena_)
+                                    : store_->memory().total() +
+                                          writing_bytes_.load(std::memory_order_relaxed);
+  heap_bytes_.store(heap, std::memory_order_relaxed);
+}
+
+std::string SsdTier::last_error() const {
+  std::lock_guard lock(error_mu_);
+  return last_error_;
+}
+
+}  // namespace tiering

@@ -1,0 +1,213 @@
+// tiering/ssd_tier.h - the SSD tier: demotion to and promotion from RocksDB (ssd_store.h),
+// tied to the keyspace (DESIGN.md, "The SSD tier"; docs/ssd-tier.md).
+//
+// Where a value lives is in its entry's flags (keyspace.h): kEntrySsd (an SSD record holds this
+// value, or a queued write will), kEntryDemoting (that write is queued), kEntryCold (on SSD
+// only: no memory value), kEntryTransient (loaded for one command). A demoted key keeps its
+// entry (key, deadline, access stats) with a null value.
+//
+// One ordered queue, one writer. Every change to the SSD store is an op in one queue, numbered
+// by a ticket and enqueued under the key's shard lock: a demotion's put (by the evictor, which
+// picks victims), the removal of a record superseded by a write, DEL or expiry (ShardHooks), a
+// deadline change, a FLUSHALL. One writer thread applies the ops in ticket order in WriteBatches.
+// So the store always holds a prefix of the keyspace's history, in the keyspace's order, and a
+// record is never removed after a newer one for its key was written.
+//
+// Demotion: the evictor (background thread or a write that needs room) calls demote() under the
+// shard lock. A value with an SSD copy leaves memory at once; any other is queued (the op holds
+// a ValueRef, so the bytes stay valid) and marked kEntrySsd|kEntryDemoting. After the batch is
+// written the writer re-checks under the shard lock that the entry still holds the very same
+// value (pointer equality), that no command has it pinned (use_count), no read is loading it and
+// no lease holds it; only then does it drop the memory value (kEntryCold). A key overwritten or
+// deleted meanwhile is left alone: its change queued the removal of the record after the put.
+//
+// Acknowledgement and crashes: a write, DEL or EXPIRE that supersedes an SSD record is not
+// acknowledged until the removal (or new deadline) is written: the connection waits for the
+// op's ticket (take_barrier(), when_processed()) before it sends the reply, asynchronously. With
+// the WAL on, a write is durable against a process crash once written (sync adds power loss).
+// So after kill -9 and a recovery each key is its last acknowledged value, or missing (values
+// only in memory are lost), never an older value and never torn (a WriteBatch is atomic).
+//
+// Reads: a command whose keys are on SSD only never reads the disk on its connection thread:
+// prepare() says which keys need loading; load() (on an I/O pool thread) reads one into the
+// memory region and installs it if the entry is still cold. `promote_after` = 1 keeps it in
+// memory (promotion; the SSD copy stays, so demoting it again costs no write); with N > 1 the
+// value is installed transient and dropped after the command until its N-th read.
+//
+// Thread-safety: every public call is thread-safe. Lock order: shard locks, then the queue's
+// mutex; the writer thread never holds the queue's mutex while it takes a shard lock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "tiering/eviction.h"
+#include "tiering/keyspace.h"
+#include "tiering/ssd_stats.h"
+#include "tiering/ssd_store.h"
+
+namespace tiering {
+
+struct SsdTierOptions {
+  SsdOptions store;
+  uint32_t promote_after = 1;              ///< reads of a cold key before it stays in memory
+  uint64_t batch_bytes = 32 << 20;         ///< bytes of values per WriteBatch (at least one value)
+  uint64_t max_pending_bytes = 256 << 20;  ///< queued demotion bytes before the evictor waits
+  /// Log sink: (warning?, message). Called from the tier's threads; may be empty.
+  std::function<void(bool warning, std::string_view message)> log;
+};
+
+class SsdTier final : public ShardHooks, public Demoter {
+ public:
+  /// Opens the store (SsdStore::open) for `ks`. Null with the reason in `*status` on failure.
+  static std::unique_ptr<SsdTier> open(Keyspace& ks, SsdTierOptions options, SsdStatus* status);
+  ~SsdTier() override;
+
+  /// Rebuilds an entry (cold, no memory value) for every live record whose key is absent from
+  /// the keyspace, and removes expired records. Call before start(). Returns the keys added.
+  size_t recover(int64_t now_ms);
+  /// Installs the hooks on the keyspace and starts the writer thread.
+  void start();
+  /// Writes what is queued, stops the writer and removes the hooks.
+  void stop();
+  /// flush_on_shutdown: queues every memory-only value, waits until all is written and flushes
+  /// RocksDB's memtables. Call after the connections stopped. Returns the values written.
+  size_t demote_all(SsdStatus* status);
+
+  // ---- the connection side ----
+
+  /// Before a command reads `key`'s value: pins its memory value into `pins` (so no demotion can
+  /// drop it before the command runs) and returns true when the value is on SSD only and must
+  /// be load()ed first. No disk I/O.
+  bool prepare(std::string_view key, int64_t now_ms, std::vector<ValueRef>& pins);
+  /// What load() did.
+  struct Loaded {
+    ValueRef pin;            ///< the key's memory value after the load (null: key gone)
+    bool transient = false;  ///< installed for this command only: pass to release()
+    SsdStatus status;        ///< not ok: the read failed (the command gets an error)
+  };
+  /// Reads `key` from SSD into a value from `alloc(size)` (null: no memory) and installs it.
+  /// Blocking: call on an I/O pool thread, never a connection thread.
+  Loaded load(std::string_view key, int64_t now_ms, const std::function<ValueRef(size_t)>& alloc);
+  /// After the command: drops a transient value from memory unless someone else uses it.
+  void release(std::string_view key, const ValueRef& pin);
+
+  /// The ticket a connection must wait for before replying (0: none), reset by the call:
+  /// the highest op its thread queued for a superseded record since the last call.
+  static uint64_t take_barrier();
+  /// Calls `fn` once every op up to `ticket` is written: at once (on this thread) if it is
+  /// already, else on the writer thread.
+  void when_processed(uint64_t ticket, std::function<void()> fn);
+  /// Blocks until every op up to `ticket` is written.
+  void wait_processed(uint64_t ticket);
+
+  // ---- ShardHooks (called under shard locks) ----
+  void superseded(Shard& shard, const Shard::Item& item, bool expired) override;
+  void expire_changed(Shard& shard, const Shard::Item& item) override;
+  void flushed() override;
+
+  // ---- Demoter ----
+  uint64_t demote(Shard& shard, Shard::Item* item, int64_t now) override;
+  uint64_t pending_bytes() const override { return pending_bytes_.load(std::memory_order_relaxed); }
+  uint64_t max_pending_bytes() const override { return options_.max_pending_bytes; }
+  void wait_pending(uint64_t bytes, int timeout_ms) override;
+
+  // ---- figures ----
+  /// The tier's heap, which maxmemory does not count (as Redis leaves replication buffers out
+  /// of eviction): RocksDB's memtables, caches and write batches, read buffers. Exact where
+  /// jemalloc is the allocator (the tier's threads allocate from an arena of their own), else
+  /// RocksDB's own estimate. As of the last refresh_memory(). Values queued for demotion
+  /// (pending_bytes()) are in the region and not part of it.
+  uint64_t heap_bytes() const { return heap_bytes_.load(std::memory_order_relaxed); }
+  /// Samples heap_bytes(). Call right after allocator_allocated() (MemoryTier::figures()),
+  /// whose statistics epoch it reads; costs a few microseconds.
+  void refresh_memory();
+  SsdTierStats& stats() { return stats_; }
+  /// Keys whose value is on SSD only.
+  uint64_t cold_keys() const { return cold_keys_.load(std::memory_order_relaxed); }
+  /// Whether the last write succeeded; else the error, logged once per failure episode.
+  bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+  std::string last_error() const;
+  SsdStore& store() { return *store_; }
+  const SsdTierOptions& options() const { return options_; }
+  /// promote_after may change at run time (CONFIG SET).
+  void set_promote_after(uint32_t n) { promote_after_.store(n ? n : 1); }
+
+ private:
+  struct Op {
+    enum Kind : uint8_t { kPut, kRemove, kExpire, kClear } kind;
+    uint32_t shard;
+    uint64_t ticket;
+    int64_t expire_ms;
+    std::string key;
+    ValueRef value;      // kPut: the bytes, alive until written
+    uint64_t bytes = 0;  // kPut: the memory they take (pending_bytes_)
+  };
+  // Per shard, under that shard's lock.
+  template <class T>
+  using KeyMap = std::unordered_map<std::string, T, KeyHash, KeyEq>;
+  struct ShardState {
+    KeyMap<uint64_t> pending;  // key -> ticket of its latest queued op
+    KeyMap<uint32_t> loading;  // keys being read by load()
+  };
+
+  SsdTier(Keyspace& ks, SsdTierOptions options, std::unique_ptr<SsdStore> store);
+  // Makes the calling thread allocate from the tier's arena (once per thread).
+  void use_arena() const;
+  // Queues an op (under the shard's lock) and returns its ticket.
+  uint64_t enqueue(Shard& shard, Op op);
+  void run_writer();
+  // Applies `ops` (written together, or failed with `st`) to the keyspace.
+  void commit(std::vector<Op>& ops, const SsdStatus& st);
+  void fail(const SsdStatus& st, bool records_may_be_stale);
+  void drop_to_capacity();
+  void log(bool warning, const std::string& m) const;
+  // A file whose presence says the store may hold superseded records: wiped at the next open.
+  static std::string dirty_marker(const std::string& path);
+  bool hit_enough(std::string_view key);
+
+  Keyspace& ks_;
+  SsdTierOptions options_;
+  std::unique_ptr<SsdStore> store_;
+  std::vector<ShardState> shard_state_;  // index: Shard::index()
+  std::atomic<uint32_t> promote_after_;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Op> queue_;
+  uint64_t next_ticket_ = 1;  // under queue_mu_
+  bool stop_ = false;         // under queue_mu_
+  std::thread writer_;
+
+  std::atomic<uint64_t> processed_{0};  // every op up to this ticket is written
+  std::mutex waiters_mu_;
+  std::condition_variable processed_cv_;
+  std::multimap<uint64_t, std::function<void()>> waiters_;
+
+  std::atomic<uint64_t> pending_bytes_{0}, writing_bytes_{0}, heap_bytes_{0};
+  unsigned arena_ = 0;  // the jemalloc arena of the writer and the reads (0: none)
+  std::atomic<uint64_t> cold_keys_{0};
+  std::atomic<bool> healthy_{true};
+  std::atomic<int64_t> retry_at_ms_{0};  // no new demotion before this (after a failure)
+  mutable std::mutex error_mu_;
+  std::string last_error_;
+  int64_t backoff_ms_ = 0;  // writer thread only
+
+  std::mutex hits_mu_;
+  std::unordered_map<std::string, uint32_t> hits_;  // reads of cold keys not yet promoted
+
+  SsdTierStats stats_;
+};
+
+}  // namespace tiering
