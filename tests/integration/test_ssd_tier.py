@@ -367,3 +367,28 @@ def test_an_unusable_path_leaves_the_server_running_without_the_tier(start_serve
     for i in range(40):  # plain eviction then
         assert r.set("k:%d" % i, pattern("k", i))
     assert r.info("stats")["evicted_keys"] > 0
+
+
+def test_fast_path_reads_values_on_ssd(start_server, tmp_path):
+    """KV.GET / KV.MGET of demoted keys load them first; KV.PREFIX counts them without a load."""
+    from fastpath_util import FastConn, Segment
+    sock = os.path.join(tempfile.mkdtemp(prefix="skv-"), "s.sock")
+    keys = ["f:%d" % i for i in range(4)]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys, tiering__promote_after="2",
+                    unixsocket=sock)
+    c = FastConn(sock)
+    seg = Segment(8 * MiB)
+    c.register(seg)
+    reads = r.info("tiering")["ssd_reads"]
+    assert c.call("KV.PREFIX", *keys, "missing") == 4
+    assert r.info("tiering")["ssd_reads"] == reads  # existence needs no load
+    assert c.call("KV.GET", keys[0], seg.id, 0, 2 * MiB) == MiB
+    assert seg.read(0, MiB) == pattern(keys[0], 0)
+    args = [3]
+    for i, k in enumerate(keys[1:]):
+        args += [k, 1, seg.id, (i + 1) * 2 * MiB, 2 * MiB]
+    assert c.call("KV.MGET", *args) == [MiB, MiB, MiB]
+    for i, k in enumerate(keys[1:]):
+        assert seg.read((i + 1) * 2 * MiB, MiB) == pattern(k, i + 1)
+    assert r.info("tiering")["ssd_reads"] == reads + 4
+    c.close()
