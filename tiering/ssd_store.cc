@@ -295,7 +295,8 @@ SsdStatus SsdStore::read(std::string_view key,
   rocksdb::PinnableSlice v;
   rocksdb::Status s = db_->Get(ro, data_, slice(key), &v);
   if (!s.ok()) return SsdStatus::from(s, "read");
-  if (v.size() < 8) return {SsdStatus::Code::kCorruption, "read: a record shorter than its checksum"};
+  if (v.size() < 8)
+    return {SsdStatus::Code::kCorruption, "read: a record shorter than its checksum"};
   const size_t n = v.size() - 8;
   *size = n;
   std::span<std::byte> out = alloc(n);
