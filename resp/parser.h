@@ -109,6 +109,17 @@ class Parser {
   /// partial lines and the full size of large bulk buffers already allocated. Compare with
   /// client-query-buffer-limit.
   size_t reserved_bytes() const;
+  /// The part of reserved_bytes() in blocks of large bulks (allocated by the BulkAllocator) of
+  /// the request being parsed.
+  size_t reserved_bulk_bytes() const { return done_ ? 0 : large_reserved_; }
+  /// Heap bytes the parser holds for the request being parsed: partial lines and copied
+  /// arguments (a bulk the BulkAllocator could not take is staged here).
+  size_t heap_bytes() const { return line_.size() + (done_ ? 0 : storage_.size()); }
+  /// Frees the buffers of the request the last feed() returned, before the next feed() would;
+  /// its arguments become invalid.
+  void release_request() {
+    if (done_) clear_request();
+  }
 
   /// Before AUTH when a password is set: stricter limits on argument count and bulk length.
   void set_unauthenticated(bool unauth) { unauth_ = unauth; }

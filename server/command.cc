@@ -60,6 +60,10 @@ void CommandTable::set_reads_values(std::string_view name,
   if (auto it = by_name_.find(name); it != by_name_.end()) it->second.reads_values = fn;
 }
 
+void CommandTable::set_write_bytes(std::string_view name, decltype(CommandSpec::write_bytes) fn) {
+  if (auto it = by_name_.find(name); it != by_name_.end()) it->second.write_bytes = fn;
+}
+
 const CommandSpec* CommandTable::resolve(std::span<const std::string_view> args) const {
   if (args.empty()) return nullptr;
   const CommandSpec* spec = find(args[0]);

@@ -71,6 +71,10 @@ struct CommandSpec {
   /// For commands that read values only with some arguments (SET ... GET): whether this call
   /// does. Null: every call does, unless flags has kNoValue.
   bool (*reads_values)(std::span<const std::string_view> args) = nullptr;
+  /// For commands whose values arrive out of band (KV.PUT, KV.MPUT): the bytes of values this
+  /// call writes, 0 when its arguments are malformed (the handler replies the error). Null:
+  /// the bytes of its arguments. Used to wait for room before a write (docs/ssd-tier.md).
+  uint64_t (*write_bytes)(std::span<const std::string_view> args) = nullptr;
 
   /// "client|kill" for subcommands, "get" otherwise (set by CommandTable::add).
   std::string full_name;
@@ -84,6 +88,7 @@ class CommandTable {
   /// Sets the find_keys / reads_values hooks of a registered top-level command.
   void set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn);
   void set_reads_values(std::string_view name, decltype(CommandSpec::reads_values) fn);
+  void set_write_bytes(std::string_view name, decltype(CommandSpec::write_bytes) fn);
   /// Case-insensitive lookup of a top-level command; null when unknown.
   const CommandSpec* find(std::string_view name) const;
   /// Case-insensitive lookup of a subcommand of `container`; null when unknown.

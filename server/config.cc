@@ -76,6 +76,11 @@ const std::vector<Spec>& specs() {
       {Key::kSsdDirectReads, "tiering.ssd.direct_reads", Type::kBool, "no", false},
       {Key::kSsdWriteBufferSize, "tiering.ssd.write_buffer_size", Type::kSize, "64mb", false,
        1 << 20, int64_t{1} << 34},
+      {Key::kSsdBlobGc, "tiering.ssd.blob_garbage_collection", Type::kBool, "no", false},
+      // How long a write waits (ms) for demotions to make room before it evicts what is not yet
+      // on SSD: the back-pressure of a disk slower than the writes.
+      {Key::kSsdMaxWriteWait, "tiering.ssd.max_write_wait", Type::kInt, "5000", true, 0,
+       3'600'000},
       {Key::kPromoteAfter, "tiering.promote_after", Type::kInt, "1", true, 1, 1'000'000},
       // The verbs transport (rdma/verbs_transport.h): offered when a device is found at start.
       {Key::kRdmaEnabled, "rdma.enabled", Type::kBool, "yes", false},

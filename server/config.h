@@ -53,6 +53,8 @@ enum class Key {
   kSsdIoThreads,
   kSsdDirectReads,
   kSsdWriteBufferSize,
+  kSsdBlobGc,
+  kSsdMaxWriteWait,
   kPromoteAfter,
   kRdmaEnabled,
   kRdmaDevice,

@@ -152,7 +152,8 @@ std::string Connection::describe(int64_t now_ms) const {
   s += " idle=" + std::to_string(idle_ms(now_ms) / 1000);
   s += std::string(" flags=") + (no_evict ? "e" : "N");
   s += " db=0 sub=0 psub=0 ssub=0 multi=-1";
-  const size_t qbuf = reserved_counted_.load(std::memory_order_relaxed);
+  const size_t qbuf = reserved_counted_.load(std::memory_order_relaxed) +
+                      heap_counted_.load(std::memory_order_relaxed);
   const CommandSpec* cmd = last_cmd_.load(std::memory_order_relaxed);
   s += " qbuf=" + std::to_string(qbuf) + " qbuf-free=0 argv-mem=0 multi-mem=0";
   s += " rbs=" + std::to_string(kReadBufferSize) + " rbp=0 obl=0 oll=0 omem=0";
@@ -183,6 +184,15 @@ asio::awaitable<bool> Connection::flush() {
   co_return !ec && n == total;
 }
 
+void Connection::account(size_t now, std::atomic<size_t>& counted,
+                         std::atomic<uint64_t>& total) {
+  const size_t before = counted.load(std::memory_order_relaxed);
+  if (now == before) return;
+  if (now > before) total.fetch_add(now - before, std::memory_order_relaxed);
+  else total.fetch_sub(before - now, std::memory_order_relaxed);
+  counted.store(now, std::memory_order_relaxed);
+}
+
 asio::awaitable<void> Connection::run() {
   Config& config = server_.config();
   size_t pos = 0, have = 0;
@@ -199,8 +209,11 @@ asio::awaitable<void> Connection::run() {
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
         tiering::SsdTier* ssd = server_.ssd();
-        if (ssd != nullptr && ssd->pending_bytes() > ssd->max_pending_bytes())
-          co_await ssd_throttle(req);
+        if (ssd != nullptr) {
+          if (const auto incoming = ssd_write_bytes(req);
+              incoming && server_.must_wait_for_room(*incoming))
+            co_await ssd_throttle(*incoming);
+        }
         // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
         const bool run = !ssd || !ssd_pin(req, batch_ms) || co_await ssd_load(batch_ms);
         if (closed_.load(std::memory_order_relaxed)) break;
@@ -220,24 +233,22 @@ asio::awaitable<void> Connection::run() {
 
     if (closed_.load(std::memory_order_relaxed)) break;
 
-    // 2. Account for the partial request held by the parser; enforce the query buffer limit.
-    size_t reserved = parser_.reserved_bytes();
-    size_t counted = reserved_counted_.load(std::memory_order_relaxed);
-    if (reserved != counted) {
-      auto& total = server_.stats().reserved_bulk_bytes;
-      if (reserved > counted) total.fetch_add(reserved - counted);
-      else total.fetch_sub(counted - reserved);
-      reserved_counted_.store(reserved, std::memory_order_relaxed);
-    }
+    // 2. Account for the partial request held by the parser (Server::used_memory_now leaves it
+    // out); enforce the query buffer limit.
+    account(parser_.reserved_bulk_bytes(), reserved_counted_, server_.stats().reserved_bulk_bytes);
+    account(parser_.heap_bytes(), heap_counted_, server_.stats().query_heap_bytes);
+    const size_t reserved = parser_.reserved_bytes();
     if (reserved > static_cast<size_t>(config.num(Key::kClientQueryBufferLimit))) {
       log::warning("closing client that reached max query buffer length id=" +
                    std::to_string(id_) + " addr=" + peer_ + " qbuf=" + std::to_string(reserved));
       break;
     }
 
-    // 3. Write the batch's replies.
+    // 3. Write the batch's replies, then free the last request's buffers now rather than at
+    // the next read (a staged bulk is a whole value's size).
     if (!writer_.empty() && !co_await flush()) break;
     if (protocol_error || close_after_reply_) break;
+    parser_.release_request();
 
     // 4. Read more: into the large bulk's own buffer when inside one, else the read buffer.
     pos = have = 0;
@@ -263,6 +274,7 @@ asio::awaitable<void> Connection::run() {
   while (!pins.empty()) unpin(std::string(pins.begin()->first), now);
   parser_.reset();
   server_.stats().reserved_bulk_bytes.fetch_sub(reserved_counted_.exchange(0));
+  server_.stats().query_heap_bytes.fetch_sub(heap_counted_.exchange(0));
   writer_.clear();
   server_.clients().remove(id_);
   closed_.store(true);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -94,16 +95,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
   resp::LargeBulk allocate_bulk(size_t len);
+  // Moves this client's part of a server-wide figure from `counted` to `now`.
+  static void account(size_t now, std::atomic<size_t>& counted, std::atomic<uint64_t>& total);
   // The SSD tier around one command (connection_ssd.cc). ssd_pin: pins the memory values of
   // the command's keys; true when some are on SSD only and ssd_load must run. ssd_load: loads
   // them on the I/O pool; false when it replied an error instead (the command must not run);
   // refreshes `now_ms`. ssd_release: after the command, releases what ssd_pin and ssd_load
   // held and returns the ticket its reply must wait for (0: none), which ssd_wait waits for.
   bool ssd_pin(const resp::Request& req, int64_t now_ms);
-  // Before a write (denyoom) while the demotion queue is over its bound: waits (this coroutine,
-  // not the thread) until the writer catches up, so writers slow to the disk's pace instead of
-  // filling memory and getting -OOM. At most 5 s.
-  asio::awaitable<void> ssd_throttle(const resp::Request& req);
+  // Back-pressure of the disk (docs/ssd-tier.md, "Memory while demoting"). ssd_write_bytes:
+  // for a write (denyoom), the bytes it brings that are not in the memory region yet; nullopt
+  // for any other command. ssd_throttle: waits (this coroutine, not the thread) while the
+  // write must (Server::RoomWait), so writers slow to the disk's pace instead of evicting what
+  // is not on SSD yet or getting -OOM.
+  std::optional<uint64_t> ssd_write_bytes(const resp::Request& req) const;
+  asio::awaitable<void> ssd_throttle(uint64_t incoming);
   asio::awaitable<bool> ssd_load(int64_t& now_ms);
   uint64_t ssd_release();
   asio::awaitable<void> ssd_wait(uint64_t ticket);
@@ -128,6 +134,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<char> rbuf_;
   std::vector<resp::OutBuffer> out_scratch_;
   std::atomic<size_t> reserved_counted_{0};  // this client's part of reserved_bulk_bytes
+  std::atomic<size_t> heap_counted_{0};      // ... of query_heap_bytes
   std::atomic<const CommandSpec*> last_cmd_{nullptr};
 
   // SSD tier state of the command being run (connection_ssd.cc).

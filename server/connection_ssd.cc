@@ -8,7 +8,9 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "server/connection.h"
 #include "server/errors.h"
@@ -49,10 +51,10 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
         for (std::string_view key : ssd_loads_) {
           try {
             out.push_back(tier->load(key, now, [this, now](size_t n) {
-              // A promotion must fit maxmemory as a write does (victims leave for free when
-              // they have an SSD copy, else they are queued for demotion; no disk I/O here).
-              if (server_.used_memory_now() + n > server_.memory_limit())
-                server_.evictor().make_room(n, false, now);
+              // A promotion must fit maxmemory as a write does: wait for demotions to make
+              // room (this is a pool thread: blocking is fine), else free it now.
+              Server::RoomWait wait(server_, n);
+              while (wait.again()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
               return server_.allocate_value(n);
             }));
           } catch (const std::bad_alloc&) {
@@ -78,18 +80,27 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
   co_return true;
 }
 
-asio::awaitable<void> Connection::ssd_throttle(const resp::Request& req) {
+std::optional<uint64_t> Connection::ssd_write_bytes(const resp::Request& req) const {
   const CommandSpec* spec = server_.commands().resolve(req.args());
-  if (spec == nullptr || !(spec->flags & kDenyOom)) co_return;
-  tiering::SsdTier* tier = server_.ssd();
+  if (spec == nullptr || !(spec->flags & kDenyOom)) return std::nullopt;
+  if (spec->write_bytes != nullptr) return spec->write_bytes(req.args());
+  // Arguments read straight into a block of the region (large bulks) are there already.
+  uint64_t bytes = 0;
+  for (size_t i = 1; i < req.size(); ++i)
+    if (!req.owner(i)) bytes += req[i].size();
+  return bytes;
+}
+
+asio::awaitable<void> Connection::ssd_throttle(uint64_t incoming) {
   // Replies already made go out first.
   if (!writer_.empty() && !co_await flush()) {
     closed_ = true;
     co_return;
   }
+  Server::RoomWait wait(server_, incoming);
   asio::steady_timer timer(co_await asio::this_coro::executor);
-  for (int i = 0; i < 2500 && tier->pending_bytes() > tier->max_pending_bytes(); ++i) {
-    timer.expires_after(std::chrono::milliseconds(2));
+  while (!closed_.load(std::memory_order_relaxed) && wait.again()) {
+    timer.expires_after(std::chrono::milliseconds(1));
     co_await timer.async_wait(asio::use_awaitable);
   }
 }

@@ -160,10 +160,11 @@ void section_memory(Server& srv, int64_t, std::string* s) {
   field(s, "mem_fragmentation_bytes", static_cast<int64_t>(rss) - static_cast<int64_t>(used));
   field(s, "mem_allocator", tiering::allocator_name());
   field(s, "lazyfree_pending_objects", 0);
-  // Left out of the maxmemory check, as Redis leaves replication buffers out: large bulks still
-  // being received, and the SSD tier's heap and values queued for demotion.
-  uint64_t not_counted = stats.reserved_bulk_bytes.load(std::memory_order_relaxed);
-  if (srv.ssd() != nullptr) not_counted += srv.ssd()->heap_bytes() + srv.ssd()->pending_bytes();
+  // Left out of the maxmemory check, as Redis leaves replication buffers out: requests still
+  // being received, and the SSD tier's heap.
+  uint64_t not_counted = stats.reserved_bulk_bytes.load(std::memory_order_relaxed) +
+                         stats.query_heap_bytes.load(std::memory_order_relaxed);
+  if (srv.ssd() != nullptr) not_counted += srv.ssd()->heap_bytes();
   field(s, "mem_not_counted_for_evict", not_counted);
   // stratakv's own. The heap part of used_memory, the memory region (capacity: reserved;
   // allocated: value blocks' usable bytes; active: pages holding value blocks; dirty: freed
@@ -181,7 +182,8 @@ void section_memory(Server& srv, int64_t, std::string* s) {
   field(s, "region_largest_free", region.largest_free);
   field(s, "region_hugepages", kBacking[static_cast<int>(tiering::MemoryTier::region().hugepages())]);
   field(s, "region_alloc_failures", stats.value_alloc_failures.load(std::memory_order_relaxed));
-  field(s, "query_buffers_reserved", stats.reserved_bulk_bytes.load(std::memory_order_relaxed));
+  field(s, "query_buffers_reserved", stats.reserved_bulk_bytes.load(std::memory_order_relaxed) +
+                                        stats.query_heap_bytes.load(std::memory_order_relaxed));
 }
 
 // stratakv keeps no RDB or AOF: the fields tools read, as a Redis without saves shows them.
@@ -291,6 +293,9 @@ void section_tiering(Server& srv, int64_t, std::string* s) {
   field(s, "demotions", st.demotions.load());
   field(s, "demoted_bytes", st.demoted_bytes.load());
   field(s, "ssd_copy_drops", st.free_drops.load());
+  field(s, "unwritten_evictions", st.unwritten_evictions.load());
+  field(s, "ssd_write_waits", st.write_waits.load());
+  field(s, "ssd_write_wait_ms", st.write_wait_us.load() / 1000);
   field(s, "promotions", st.promotions.load());
   field(s, "promote_after", srv.config().num(Key::kPromoteAfter));
   field(s, "ssd_reads", st.reads.load());

@@ -411,6 +411,28 @@ void mget_keys(std::span<const std::string_view> args, std::vector<size_t>& out)
   }
 }
 
+// The bytes KV.PUT key total_length ... writes (for waiting on room before it runs).
+uint64_t put_bytes(std::span<const std::string_view> args) {
+  auto total = args.size() > 2 ? parse_int(args[2]) : std::nullopt;
+  return total && *total > 0 ? static_cast<uint64_t>(*total) : 0;
+}
+
+// The bytes KV.MPUT count key total_length nsegs seg off len ... writes.
+uint64_t mput_bytes(std::span<const std::string_view> args) {
+  auto count = args.size() > 1 ? parse_int(args[1]) : std::nullopt;
+  uint64_t bytes = 0;
+  size_t at = 2;
+  for (int64_t i = 0; count && i < *count && at + 2 < args.size(); ++i) {
+    auto total = parse_int(args[at + 1]), nsegs = parse_int(args[at + 2]);
+    if (!total || !nsegs || *total < 0 || *nsegs < 0 ||
+        *nsegs > static_cast<int64_t>(args.size()))
+      break;
+    bytes += static_cast<uint64_t>(*total);
+    at += 3 + 3 * static_cast<size_t>(*nsegs);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 void register_kv_family(CommandTable& t) {
@@ -432,6 +454,8 @@ void register_kv_family(CommandTable& t) {
       "Write a key's value into registered client memory", "O(N) in the value's bytes");
   // Batches carry keys at positions only the handler knows (COMMAND GETKEYS cannot list them).
   add("kv.mput", -5, w | kNoValue, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
+  t.set_write_bytes("kv.put", put_bytes);
+  t.set_write_bytes("kv.mput", mput_bytes);
   add("kv.mget", -6, kReadonly, 0, 0, 0, cmd_mget, "KV.GET of several keys", "O(N) in the bytes");
   t.set_find_keys("kv.mget", mget_keys);
   add("kv.prefix", -2, kReadonly | kNoValue, 1, -1, 1, cmd_prefix,

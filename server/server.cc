@@ -44,9 +44,11 @@ bool is_loopback(const asio::ip::address& a) {
 Server::Server(Config& config)
     : config_(config),
       // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
+      // With the SSD tier, blocks reserved for large bulks in flight count too: demoting for
+      // them costs no value, and they need the room in the region.
       evictor_(keyspace_, [this] {
         refresh_memory();
-        return used_memory_now();
+        return used_memory_now() + (ssd_ != nullptr ? reserved_bulk_bytes() : 0);
       }),
       cron_timer_(main_io_),
       signals_(main_io_, SIGINT, SIGTERM),
@@ -161,17 +163,16 @@ void Server::accept_unix() {
 tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_evict) {
   tiering::ValueRef v = tiering::ValueRef::allocate(size, capacity);
   if (!v && !may_evict) stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
-  // The region is full: evict per maxmemory-policy until the block fits (a few tries, since
-  // the freed extents may not be contiguous), else the caller replies OOM.
+  // The region is full: free memory now per maxmemory-policy until the block fits (a few
+  // tries, since the freed extents may not be contiguous), else the caller replies OOM. Never
+  // waits: with the SSD tier, a connection waits for demotions before the command runs
+  // (Connection::ssd_throttle), so here only values with an SSD copy, or as a last resort
+  // values not yet written, leave (Evictor::make_room).
   for (int tries = 0; !v && may_evict && tries < 8; ++tries) {
     stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
     const size_t cap = std::max(size, capacity);
     const size_t need = cap + tiering::Value::region_overhead(cap);
-    const bool room = evictor_.make_room(need, true, tiering::now_ms());
-    // With the SSD tier, victims leave memory once their demotion is written: wait briefly for
-    // the writer (at most 8 x 25 ms; the disk I/O is its, never this thread's).
-    if (ssd_ != nullptr && ssd_->pending_bytes() > 0) ssd_->wait_pending(0, 25);
-    else if (!room) break;
+    if (!evictor_.make_room(need, true, tiering::now_ms())) break;
     v = tiering::ValueRef::allocate(size, capacity);
   }
   return v;
@@ -195,12 +196,11 @@ void Server::sync_eviction_options() {
 uint64_t Server::used_memory_now() const {
   uint64_t used = stats_.used_memory_base.load(std::memory_order_relaxed) +
                   tiering::MemoryTier::region().direct_allocated();
-  // Not counted, as Redis leaves replication buffers out of eviction: large bulks still being
-  // received, and the SSD tier's own memory (values queued for demotion, RocksDB's buffers).
-  // (The tier's heap is left out of used_memory_base at each refresh; values queued for
-  // demotion, still in the region, are left out here: they count as gone.)
-  uint64_t excluded = stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
-  if (ssd_ != nullptr) excluded += ssd_->pending_bytes();
+  // Not counted, as Redis leaves replication buffers out of eviction: requests still being
+  // received (their large bulks' blocks here; their copied arguments, and the SSD tier's heap,
+  // RocksDB's buffers, are left out of used_memory_base at each refresh). Values queued for
+  // demotion are counted: they are in the region until written.
+  const uint64_t excluded = stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
   return used - std::min(used, excluded);
 }
 
@@ -219,7 +219,8 @@ tiering::MemoryFigures Server::refresh_memory() {
   const uint64_t used = f.used();
   stats_.used_memory.store(used, std::memory_order_relaxed);
   uint64_t base = used - std::min<uint64_t>(used, f.region.direct_allocated);
-  base -= std::min(base, tier_heap);
+  // Requests being received (their copied arguments) are left out as of this same moment.
+  base -= std::min(base, tier_heap + stats_.query_heap_bytes.load(std::memory_order_relaxed));
   stats_.used_memory_base.store(base, std::memory_order_relaxed);
   uint64_t peak = stats_.used_memory_peak.load(std::memory_order_relaxed);
   while (used > peak && !stats_.used_memory_peak.compare_exchange_weak(peak, used)) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,7 @@ struct ServerStats {
   std::atomic<uint64_t> used_memory_startup{0};   ///< used_memory when run() began
   std::atomic<uint64_t> value_alloc_failures{0};  ///< values the region could not fit
   std::atomic<uint64_t> reserved_bulk_bytes{0};   ///< large bulks allocated, not yet complete
+  std::atomic<uint64_t> query_heap_bytes{0};      ///< requests' copied arguments and lines
   std::atomic<uint64_t> ops_per_sec{0};           ///< instantaneous_ops_per_sec
   std::atomic<uint64_t> kv_put_bytes{0};          ///< bytes copied in by KV.PUT/KV.MPUT
   std::atomic<uint64_t> kv_get_bytes{0};          ///< bytes copied out by KV.GET/KV.MGET
@@ -94,6 +96,33 @@ class Server {
   /// this is the one place where a full region is handled (and where eviction makes room).
   /// Thread-safe.
   /// With `may_evict` false, a full region returns null instead of evicting.
+  /// With the SSD tier: whether a write of `incoming` bytes (not yet in the region) must wait
+  /// for demotions to make room: the demotion queue is over its bound, or used memory, with
+  /// the blocks of bulks in flight, has no room for it. False when the tier takes no
+  /// demotions (failing) or is off. Thread-safe.
+  bool must_wait_for_room(uint64_t incoming) const;
+  /// One write's wait for room (server_ssd.cc): announces the bytes to the evictor, and says
+  /// when to stop waiting: room is there, tiering.ssd.max_write_wait ms passed, or nothing has
+  /// been queued for demotion for 100 ms (the room is held by leases or requests in flight:
+  /// waiting longer would not help). The caller sleeps ~1 ms between again() calls (a timer
+  /// on a connection, a sleep on a pool thread). Counted in INFO tiering ssd_write_waits.
+  class RoomWait {
+   public:
+    RoomWait(Server& server, uint64_t incoming);
+    ~RoomWait();
+    /// True while the write should wait another ~1 ms.
+    bool again();
+
+   private:
+    Server& server_;
+    const uint64_t incoming_;
+    const std::chrono::steady_clock::time_point start_;
+    std::chrono::steady_clock::time_point idle_since_;
+  };
+  /// Bytes of blocks held for large bulks still being received (not in used_memory_now()).
+  uint64_t reserved_bulk_bytes() const {
+    return stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
+  }
   tiering::ValueRef allocate_value(size_t size, size_t capacity = 0, bool may_evict = true);
 
   /// Used memory as the maxmemory check counts it, in bytes: the process heap (keys, tables,

@@ -19,8 +19,9 @@ void Server::start_ssd_tier() {
   o.store.min_blob_size = static_cast<uint64_t>(config_.num(Key::kSsdMinBlobSize));
   o.store.direct_reads = config_.num(Key::kSsdDirectReads) != 0;
   o.store.write_buffer_size = static_cast<uint64_t>(config_.num(Key::kSsdWriteBufferSize));
+  o.store.blob_gc = config_.num(Key::kSsdBlobGc) != 0;
   o.promote_after = static_cast<uint32_t>(config_.num(Key::kPromoteAfter));
-  // Values queued for demotion are counted as gone: bound how far that runs ahead of the disk.
+  // Values queued for demotion are still in memory: bound how far that runs ahead of the disk.
   o.max_pending_bytes = std::clamp<uint64_t>(memory_limit() / 8, 8 << 20, 256 << 20);
   o.log = [](bool warning, std::string_view m) {
     if (warning) log::warning(m);
@@ -42,6 +43,49 @@ void Server::start_ssd_tier() {
               " capacity=" + std::to_string(config_.num(Key::kSsdCapacity)) +
               " records=" + std::to_string(ssd_->store().live_records()) +
               " bytes=" + std::to_string(ssd_->store().live_bytes()));
+}
+
+bool Server::must_wait_for_room(uint64_t incoming) const {
+  const tiering::SsdTier* tier = ssd_.get();
+  // A failing tier takes no demotions: nothing to wait for (the write gets -OOM if it must).
+  if (tier == nullptr || !tier->accepting(tiering::now_ms())) return false;
+  if (tier->pending_bytes() > tier->max_pending_bytes()) return true;
+  // Blocks held for large bulks in flight need their room in the region as well.
+  return used_memory_now() + reserved_bulk_bytes() + incoming > memory_limit();
+}
+
+Server::RoomWait::RoomWait(Server& server, uint64_t incoming)
+    : server_(server),
+      incoming_(incoming),
+      start_(std::chrono::steady_clock::now()),
+      idle_since_(start_) {
+  server_.evictor().want(incoming_);
+}
+
+Server::RoomWait::~RoomWait() {
+  server_.evictor().unwant(incoming_);
+  if (tiering::SsdTier* tier = server_.ssd()) {
+    const auto waited = std::chrono::steady_clock::now() - start_;
+    if (waited < std::chrono::milliseconds(1)) return;
+    tier->stats().write_waits.fetch_add(1, std::memory_order_relaxed);
+    tier->stats().write_wait_us.fetch_add(
+        std::chrono::duration_cast<std::chrono::microseconds>(waited).count(),
+        std::memory_order_relaxed);
+  }
+}
+
+bool Server::RoomWait::again() {
+  constexpr auto kIdleGiveUp = std::chrono::milliseconds(100);
+  if (!server_.must_wait_for_room(incoming_)) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - start_ >= std::chrono::milliseconds(server_.config().num(Key::kSsdMaxWriteWait)))
+    return false;
+  // The evictor queues victims for demotion (it may not have noticed yet); the writer frees
+  // them. Nothing queued for a while: nothing evictable, so no room will come.
+  server_.evictor().notify();
+  if (server_.ssd()->pending_bytes() > 0) idle_since_ = now;
+  else if (now - idle_since_ >= kIdleGiveUp) return false;
+  return true;
 }
 
 void Server::stop_ssd_tier() {

@@ -47,9 +47,12 @@ size_t Evictor::evict_to(uint64_t target, int64_t now) {
   if (o.policy == EvictionPolicy::kNoEviction || o.maxmemory == 0) return 0;
   std::lock_guard lock(evict_mu_);
   // Measure once, then count what the victims free: allocator figures may lag behind frees.
-  const uint64_t used = used_();
+  // Values queued for demotion are still in memory but already on their way out.
+  uint64_t used = used_() + wanted_.load(std::memory_order_relaxed);
+  if (demoter_ != nullptr) used -= std::min(used, demoter_->pending_bytes());
   if (used <= target) return 0;
   exact_pass_ = ks_.size() <= o.exact_limit;
+  free_now_ = false;
   return evict_bytes(o, used - target, now, /*background=*/true);
 }
 
@@ -65,13 +68,15 @@ bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
   if (allocation_failed) need = std::max(need, std::max<uint64_t>(bytes, 1));
   if (need == 0) return true;
   exact_pass_ = ks_.size() <= o.exact_limit;
+  free_now_ = true;
   uint64_t freed = 0;
   while (freed < need) {
     uint64_t got = evict_one(o, now);
-    if (got == 0) return false;
+    if (got == 0) break;
     freed += got;
   }
-  return true;
+  free_now_ = false;
+  return freed >= need;
 }
 
 size_t Evictor::evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now,
@@ -222,8 +227,15 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
     Shard::Item* item = shard.find(key, now);
     if (item == nullptr || (volatile_only && item->second.expire_ms == 0)) return 0;
     if (!evictable(item->second) || shard.leased(item, now)) return 0;
-    // With an SSD tier the victim is demoted, never dropped (not an eviction: the key stays).
-    if (demoter_ != nullptr) return demoter_->demote(shard, item, now);
+    // With an SSD tier the victim is demoted (not an eviction: the key stays). A write that
+    // needs the room now takes a value with an SSD copy, else drops the victim as Redis would,
+    // but only while the tier works: a failing disk must not cost acknowledged values.
+    if (demoter_ != nullptr) {
+      if (uint64_t freed = demoter_->demote(shard, item, now, /*queue=*/!free_now_)) return freed;
+      if (!free_now_ || !demoter_->accepting(now)) return 0;
+      if (item->second.flags & kEntrySsdFlags) return 0;  // its SSD copy is in use: keep both
+      demoter_->unwritten_eviction();
+    }
     victim = std::move(item->second.value);
     shard.erase(item);
   }
@@ -266,7 +278,7 @@ void Evictor::run(int period_ms) {
     if (o.policy != EvictionPolicy::kNoEviction && o.maxmemory != 0) {
       const auto high = static_cast<uint64_t>(o.maxmemory * o.high_watermark);
       const auto low = static_cast<uint64_t>(o.maxmemory * o.low_watermark);
-      if (used_() > high) evict_to(low, now_ms());
+      if (used_() + wanted_.load(std::memory_order_relaxed) > high) evict_to(low, now_ms());
       // The pass stopped on a full demotion queue: wait for the writer, then go on at once.
       if (demoter_ != nullptr && demoter_->pending_bytes() > demoter_->max_pending_bytes()) {
         demoter_->wait_pending(demoter_->max_pending_bytes() / 2, period_ms);

@@ -57,16 +57,29 @@ struct EvictionOptions {
 };
 
 /// Where victims go instead of being dropped: the SSD tier (ssd_tier.h). Thread-safe.
+///
+/// Two kinds of eviction use it (docs/ssd-tier.md, "Memory while demoting"):
+/// - the background evictor queues victims for demotion (`queue` = true): their memory leaves
+///   when the writer has written them, so it plans with used - pending_bytes();
+/// - a write that needs room now (`queue` = false) takes only what leaves at once: a value with
+///   an SSD copy. When none is left and the tier works, the evictor drops the coldest value as
+///   Redis would (counted by unwritten_eviction()); when the tier is failing nothing is dropped
+///   and the write gets -OOM, so no acknowledged value is lost to a broken disk.
 class Demoter {
  public:
   virtual ~Demoter() = default;
-  /// Under `shard`'s lock, for a victim `item` whose value is in memory: moves the value out of
-  /// memory, at once when an SSD copy of it exists, else by queueing its write (no disk I/O
-  /// here: connection threads call this too). Returns the bytes of memory that leave (now, or
-  /// when the write completes), or 0 when the value must stay (the tier is failing, the value
-  /// is in use): the victim is then skipped, never dropped.
-  virtual uint64_t demote(Shard& shard, Shard::Item* item, int64_t now) = 0;
-  /// Bytes queued for demotion and not yet written: the evictor counts them as freed.
+  /// Under `shard`'s lock, for a victim `item` whose value is in memory: drops the value from
+  /// memory at once when an SSD copy of it exists; else, with `queue`, queues its write (no disk
+  /// I/O here: connection threads call this too). Returns the bytes of memory that leave (now,
+  /// or when the queued write completes), or 0 when the value stays (no copy and not `queue`,
+  /// the tier is failing, the value is in use): the victim is then skipped.
+  virtual uint64_t demote(Shard& shard, Shard::Item* item, int64_t now, bool queue) = 0;
+  /// Whether the tier takes demotions now (false after a write error, until it recovers).
+  virtual bool accepting(int64_t now) const = 0;
+  /// Counts a value evicted from memory before it could be written (a write needed the room).
+  virtual void unwritten_eviction() = 0;
+  /// Bytes queued for demotion and not yet written. They are still in memory and count as
+  /// used; the background evictor counts them as leaving.
   virtual uint64_t pending_bytes() const = 0;
   /// The background pass stops queueing past this many pending bytes.
   virtual uint64_t max_pending_bytes() const = 0;
@@ -89,13 +102,14 @@ class Evictor {
   void set_demoter(Demoter* d) { demoter_ = d; }
   Demoter* demoter() const { return demoter_; }
 
-  /// Evicts until used memory <= `target` bytes (measured once, then counting the victims'
-  /// bytes) or nothing more is evictable. Returns the number of keys evicted.
+  /// The background pass: evicts (or queues for demotion) until used memory, less what is
+  /// queued for demotion, is <= `target` bytes (measured once, then counting the victims'
+  /// bytes) or nothing more is evictable. Returns the number of keys evicted or queued.
   size_t evict_to(uint64_t target, int64_t now_ms);
-  /// For a write that needs `bytes` more: evicts synchronously until used + bytes <=
-  /// maxmemory, and, when `allocation_failed` (the region had no room even so), until at least
-  /// `bytes` of values were unlinked. False when the policy is noeviction or nothing evictable
-  /// is left.
+  /// For a write that needs `bytes` more: frees memory synchronously, now (never by queueing a
+  /// demotion; see Demoter), until used + bytes <= maxmemory, and, when `allocation_failed`
+  /// (the region had no room even so), until at least `bytes` of values were freed. False
+  /// when the policy is noeviction or nothing evictable is left.
   bool make_room(uint64_t bytes, bool allocation_failed, int64_t now_ms);
 
   /// Starts the background thread (checks every `period_ms`, and at once after notify()).
@@ -104,6 +118,11 @@ class Evictor {
   void stop();
   /// Wakes the background thread (e.g. after a large write).
   void notify();
+  /// Writes waiting for room (Connection::ssd_throttle) announce the bytes they bring, so that
+  /// the background pass makes room for them too: it then keeps used + wanted below the
+  /// watermarks. want(n) before waiting, unwant(n) after; then notify().
+  void want(uint64_t bytes) { wanted_.fetch_add(bytes, std::memory_order_relaxed); }
+  void unwant(uint64_t bytes) { wanted_.fetch_sub(bytes, std::memory_order_relaxed); }
 
   /// evicted_keys of INFO stats.
   uint64_t evicted_keys() const { return evicted_.load(std::memory_order_relaxed); }
@@ -144,8 +163,10 @@ class Evictor {
   std::mutex evict_mu_;  // one evictor at a time: the pool and rng are shared
   std::vector<Candidate> pool_;
   bool exact_pass_ = false;  // this pass scans every key (set once per pass: size() locks all shards)
+  bool free_now_ = false;    // this pass must free memory now (make_room), not queue demotions
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<uint64_t> evicted_{0};
+  std::atomic<uint64_t> wanted_{0};  // bytes of writes waiting for room (want())
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

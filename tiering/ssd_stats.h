@@ -58,6 +58,11 @@ struct SsdTierStats {
   std::atomic<uint64_t> demotions{0};       ///< values written to SSD and dropped from memory
   std::atomic<uint64_t> demoted_bytes{0};   ///< ... their bytes
   std::atomic<uint64_t> free_drops{0};      ///< values dropped from memory with an SSD copy
+  /// Values evicted from memory before they could be written: a write needed the room and
+  /// the disk had not caught up (see tiering.ssd.max_write_wait).
+  std::atomic<uint64_t> unwritten_evictions{0};
+  std::atomic<uint64_t> write_waits{0};    ///< writes that waited for demotions to make room
+  std::atomic<uint64_t> write_wait_us{0};  ///< ... the time they waited, summed
   std::atomic<uint64_t> promotions{0};      ///< values loaded that stay in memory
   std::atomic<uint64_t> reads{0};           ///< values read from SSD
   std::atomic<uint64_t> read_bytes{0};      ///< ... their bytes
@@ -69,8 +74,9 @@ struct SsdTierStats {
   LatencyHistogram read_latency;            ///< of load(): the read and the install, in us
 
   void reset() {
-    for (auto* c : {&demotions, &demoted_bytes, &free_drops, &promotions, &reads, &read_bytes,
-                    &read_errors, &write_errors, &dropped_keys, &batches})
+    for (auto* c : {&demotions, &demoted_bytes, &free_drops, &unwritten_evictions, &write_waits,
+                    &write_wait_us, &promotions, &reads, &read_bytes, &read_errors, &write_errors,
+                    &dropped_keys, &batches})
       c->store(0, std::memory_order_relaxed);
     read_latency.reset();
   }

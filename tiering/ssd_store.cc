@@ -105,7 +105,7 @@ SsdStatus SsdStore::open_db(bool wipe) {
   data.min_blob_size = options_.min_blob_size;
   data.blob_file_size = 256 << 20;
   data.blob_compression_type = *compression;
-  data.enable_blob_garbage_collection = true;
+  data.enable_blob_garbage_collection = options_.blob_gc;
   data.blob_garbage_collection_age_cutoff = 0.25;
 
   rocksdb::ColumnFamilyOptions small;

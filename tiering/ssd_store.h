@@ -78,6 +78,9 @@ struct SsdOptions {
   bool recover = true;                    ///< keep an existing database (false: wipe it)
   bool direct_reads = false;              ///< O_DIRECT reads of SST and blob files
   uint64_t write_buffer_size = 64 << 20;  ///< bytes of a memtable of the value family
+  /// BlobDB's garbage collection: compactions rewrite the live values of the oldest blob files
+  /// (enable_blob_garbage_collection). Off: a blob file is deleted once all its values are.
+  bool blob_gc = false;
 };
 
 /// What scan() reports for one record.

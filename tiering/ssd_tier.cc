@@ -178,7 +178,7 @@ void SsdTier::flushed() {
 
 // ---- Demoter ----
 
-uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now) {
+uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now, bool queue) {
   Entry& e = item->second;
   if (!e.value || (e.flags & kEntryDemoting)) return 0;
   if (e.flags & kEntrySsd) {
@@ -194,7 +194,7 @@ uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now) {
   }
   // After a failed write, no new demotion until the retry time: values stay in memory. A
   // value RocksDB cannot hold (4 GiB or more) stays in memory too.
-  if (!healthy() && now < retry_at_ms_.load(std::memory_order_relaxed)) return 0;
+  if (!queue || !accepting(now)) return 0;
   if (e.value->size() > SsdStore::kMaxValueSize) return 0;
   const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
   e.flags |= kEntrySsd | kEntryDemoting;

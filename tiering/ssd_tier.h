@@ -118,7 +118,13 @@ class SsdTier final : public ShardHooks, public Demoter {
   void flushed() override;
 
   // ---- Demoter ----
-  uint64_t demote(Shard& shard, Shard::Item* item, int64_t now) override;
+  uint64_t demote(Shard& shard, Shard::Item* item, int64_t now, bool queue) override;
+  bool accepting(int64_t now) const override {
+    return healthy() || now >= retry_at_ms_.load(std::memory_order_relaxed);
+  }
+  void unwritten_eviction() override {
+    stats_.unwritten_evictions.fetch_add(1, std::memory_order_relaxed);
+  }
   uint64_t pending_bytes() const override { return pending_bytes_.load(std::memory_order_relaxed); }
   uint64_t max_pending_bytes() const override { return options_.max_pending_bytes; }
   void wait_pending(uint64_t bytes, int timeout_ms) override;

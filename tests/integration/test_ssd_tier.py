@@ -276,6 +276,47 @@ def test_kill9_during_writes_then_recover_gives_old_new_or_missing_never_torn(st
             key, len(v), v[:24])
 
 
+@pytest.mark.parametrize("size_mib", [1, 8])
+def test_writers_faster_than_the_disk_wait_for_demotion_instead_of_failing(start_server,
+                                                                          tmp_path, size_mib):
+    """Memory as large as the region (maxmemory 0): values queued for demotion still take room
+    there, so 4 writers pushing 6x the region through it must wait for the disk (back-pressure)
+    rather than get -OOM or push out values that are not on SSD yet."""
+    srv = ssd_server(start_server, tmp_path / "ssd", memory__capacity="48mb", maxmemory="0")
+    size = size_mib * MiB
+    per_writer = (6 * 48 // size_mib) // 4
+    errors = []
+
+    def writer(w):
+        c = srv.client()
+        try:
+            for i in range(per_writer):
+                assert c.set("w%d:%d" % (w, i), pattern("w%d" % w, i, size))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    peak = 0
+    r = srv.client()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, r.info("memory")["region_allocated"])
+        time.sleep(0.01)
+    for t in threads:
+        t.join()
+    assert errors == []
+    info = r.info("tiering")
+    assert info["unwritten_evictions"] == 0, info
+    assert r.info("stats")["evicted_keys"] == 0
+    assert info["ssd_write_waits"] > 0, info  # the writers did outrun the disk
+    assert peak <= 48 * MiB
+    assert r.dbsize() == 4 * per_writer
+    for w in range(4):
+        for i in range(per_writer):
+            assert r.get("w%d:%d" % (w, i)) == pattern("w%d" % w, i, size), (w, i)
+
+
 def test_tiny_ssd_capacity_drops_oldest_records_and_keeps_memory(start_server, tmp_path):
     srv = ssd_server(start_server, tmp_path / "ssd", tiering__ssd__capacity="6mb")
     r = srv.client()
@@ -289,6 +330,9 @@ def test_tiny_ssd_capacity_drops_oldest_records_and_keeps_memory(start_server, t
     present = [i for i in range(60) if r.exists("t:%d" % i)]
     assert len(present) >= 12  # what memory holds plus what fits the capacity
     assert present[-1] == 59 and present == list(range(60 - len(present), 60))  # FIFO
+    # Read back with room in memory: promotions then demote nothing (a demotion would drop the
+    # oldest records again, which is the policy, not what this test reads back).
+    r.config_set("maxmemory", "1gb")
     for i in present:
         assert r.get("t:%d" % i) == pattern("t", i)
 

@@ -60,7 +60,7 @@ uint64_t demote(SsdTier& tier, Keyspace& ks, const std::string& key) {
   std::lock_guard lock(s.mu);
   Shard::Item* item = s.find(key, now_ms());
   REQUIRE(item != nullptr);
-  return tier.demote(s, item, now_ms());
+  return tier.demote(s, item, now_ms(), /*queue=*/true);
 }
 
 // The entry's flags and whether its value is in memory.
