@@ -77,6 +77,7 @@ const std::vector<Spec>& specs() {
       {Key::kSsdWriteBufferSize, "tiering.ssd.write_buffer_size", Type::kSize, "64mb", false,
        1 << 20, int64_t{1} << 34},
       {Key::kSsdBlobGc, "tiering.ssd.blob_garbage_collection", Type::kBool, "no", false},
+      {Key::kSsdWalValues, "tiering.ssd.wal_values", Type::kBool, "yes", false},
       // How long a write waits (ms) for demotions to make room before it evicts what is not yet
       // on SSD: the back-pressure of a disk slower than the writes.
       {Key::kSsdMaxWriteWait, "tiering.ssd.max_write_wait", Type::kInt, "5000", true, 0,

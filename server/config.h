@@ -54,6 +54,7 @@ enum class Key {
   kSsdDirectReads,
   kSsdWriteBufferSize,
   kSsdBlobGc,
+  kSsdWalValues,
   kSsdMaxWriteWait,
   kPromoteAfter,
   kRdmaEnabled,

@@ -20,6 +20,7 @@ void Server::start_ssd_tier() {
   o.store.direct_reads = config_.num(Key::kSsdDirectReads) != 0;
   o.store.write_buffer_size = static_cast<uint64_t>(config_.num(Key::kSsdWriteBufferSize));
   o.store.blob_gc = config_.num(Key::kSsdBlobGc) != 0;
+  o.store.wal_values = config_.num(Key::kSsdWalValues) != 0;
   o.promote_after = static_cast<uint32_t>(config_.num(Key::kPromoteAfter));
   // Values queued for demotion are still in memory: bound how far that runs ahead of the disk.
   o.max_pending_bytes = std::clamp<uint64_t>(memory_limit() / 8, 8 << 20, 256 << 20);

@@ -216,6 +216,7 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
     size_t reserve = 64;
     for (const SsdBatch::Op& op : batch.ops()) reserve += 3 * op.key.size() + op.bytes.size() + 96;
     rocksdb::WriteBatch wb(reserve);
+    bool needs_wal = options_.wal_values;  // see SsdOptions::wal_values
     int64_t bytes = 0, records = 0;
     uint64_t seq = next_seq_;
     for (const SsdBatch::Op& op : batch.ops()) {
@@ -227,6 +228,7 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
                                                    std::to_string(op.bytes.size()) +
                                                    " bytes is too large for RocksDB"};
           if (cur) {
+            needs_wal = true;  // replaces a record: must not come back after a crash
             wb.Delete(order_, slice(ssd_codec::encode_seq(cur->seq)));
             bytes -= static_cast<int64_t>(op.key.size() + cur->size);
             --records;
@@ -248,6 +250,7 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
           break;
         }
         case SsdBatch::Op::kRemove:
+          needs_wal = true;
           if (!cur) break;
           wb.Delete(data_, slice(op.key));
           wb.Delete(meta_, slice(op.key));
@@ -257,6 +260,7 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
           cur.reset();
           break;
         case SsdBatch::Op::kExpire:
+          needs_wal = true;
           if (!cur) break;
           cur->expire_ms = op.expire_ms;
           wb.Put(meta_, slice(op.key), slice(ssd_codec::encode(*cur)));
@@ -265,8 +269,8 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
     }
     if (wb.Count() == 0) return {};
     rocksdb::WriteOptions wo;
-    wo.sync = options_.sync;
-    wo.disableWAL = !options_.wal;
+    wo.sync = options_.sync && needs_wal;
+    wo.disableWAL = !options_.wal || !needs_wal;
     rocksdb::Status s = db_->Write(wo, &wb);
     if (!s.ok()) return SsdStatus::from(s, "write");
     next_seq_ = seq;
