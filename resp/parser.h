@@ -113,8 +113,10 @@ class Parser {
   /// the request being parsed.
   size_t reserved_bulk_bytes() const { return done_ ? 0 : large_reserved_; }
   /// Heap bytes the parser holds for the request being parsed: partial lines and copied
-  /// arguments (a bulk the BulkAllocator could not take is staged here).
-  size_t heap_bytes() const { return line_.size() + (done_ ? 0 : storage_.size()); }
+  /// arguments (a bulk the BulkAllocator could not take is staged here), as allocated.
+  size_t heap_bytes() const {
+    return line_.size() + (done_ || storage_.empty() ? 0 : storage_.capacity());
+  }
   /// Frees the buffers of the request the last feed() returned, before the next feed() would;
   /// its arguments become invalid.
   void release_request() {

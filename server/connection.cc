@@ -209,15 +209,21 @@ asio::awaitable<void> Connection::run() {
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
         tiering::SsdTier* ssd = server_.ssd();
+        std::optional<Server::RoomClaim> claim;  // the room this write waited for, until it ran
         if (ssd != nullptr) {
-          if (const auto incoming = ssd_write_bytes(req);
-              incoming && server_.must_wait_for_room(*incoming))
-            co_await ssd_throttle(*incoming);
+          if (const auto incoming = ssd_write_bytes(req)) {
+            if (server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite))
+              co_await ssd_throttle(*incoming);
+            claim.emplace(server_, *incoming);
+            room_checked_ = ssd->accepting(tiering::now_ms());
+          }
         }
         // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
         const bool run = !ssd || !ssd_pin(req, batch_ms) || co_await ssd_load(batch_ms);
         if (closed_.load(std::memory_order_relaxed)) break;
         if (run) execute(req, batch_ms);
+        claim.reset();
+        room_checked_ = false;
         if (ssd != nullptr) {
           // A reply that supersedes SSD records goes out once their removal is written.
           if (const uint64_t ticket = ssd_release()) co_await ssd_wait(ticket);

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +25,7 @@
 #include "rdma/segment.h"
 #include "rdma/verbs_transport.h"
 #include "server/command.h"
+#include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
 namespace server {
@@ -111,6 +112,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<uint64_t> ssd_write_bytes(const resp::Request& req) const;
   asio::awaitable<void> ssd_throttle(uint64_t incoming);
   asio::awaitable<bool> ssd_load(int64_t& now_ms);
+  // One key of ssd_load, on an I/O pool thread.
+  tiering::SsdTier::Loaded load_one(tiering::SsdTier& tier, std::string_view key, int64_t now);
   uint64_t ssd_release();
   asio::awaitable<void> ssd_wait(uint64_t ticket);
 
@@ -125,6 +128,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int> resp_{2};
   std::atomic<bool> closed_{false};
   bool close_after_reply_ = false;
+  bool room_checked_ = false;  // the command being run waited for room (SSD tier)
   // When the previous command ended (or the batch began): each command's duration for the
   // slowlog is measured from here, so it costs one clock read per command.
   std::chrono::steady_clock::time_point command_end_;

@@ -35,6 +35,24 @@ bool Connection::ssd_pin(const resp::Request& req, int64_t now_ms) {
   return !ssd_loads_.empty();
 }
 
+tiering::SsdTier::Loaded Connection::load_one(tiering::SsdTier& tier, std::string_view key,
+                                              int64_t now) {
+  try {
+    return tier.load(key, now, [this, now](size_t n) {
+      // A promotion must fit maxmemory as a write does: first values with an SSD copy leave
+      // (free, nothing lost), then wait for demotions to make room (this is a pool thread:
+      // blocking is fine), else free it now.
+      if (server_.must_wait_for_room(n, Server::RoomFor::kLoad))
+        server_.evictor().make_room(n, false, now, /*drop_unwritten=*/false);
+      Server::RoomWait wait(server_, n, Server::RoomFor::kLoad);
+      while (wait.again()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return server_.allocate_value(n);
+    });
+  } catch (const std::bad_alloc&) {
+    return {{}, false, {tiering::SsdStatus::Code::kNoMemory, "out of memory"}};
+  }
+}
+
 asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
   tiering::SsdTier* tier = server_.ssd();
   // Replies already made go out first: a pipelined hit does not wait for this read.
@@ -44,24 +62,21 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
   }
   using Loaded = tiering::SsdTier::Loaded;
   const int64_t now = now_ms;
-  std::vector<Loaded> loaded = co_await asio::co_spawn(
-      server_.ssd_pool(),
-      [this, tier, now]() -> asio::awaitable<std::vector<Loaded>> {
-        std::vector<Loaded> out;
-        for (std::string_view key : ssd_loads_) {
-          try {
-            out.push_back(tier->load(key, now, [this, now](size_t n) {
-              // A promotion must fit maxmemory as a write does: wait for demotions to make
-              // room (this is a pool thread: blocking is fine), else free it now.
-              Server::RoomWait wait(server_, n);
-              while (wait.again()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-              return server_.allocate_value(n);
-            }));
-          } catch (const std::bad_alloc&) {
-            out.push_back({{}, false, {tiering::SsdStatus::Code::kNoMemory, "out of memory"}});
-          }
+  // One task per key on the I/O pool, so a command's keys (KV.MGET's batch) are read in
+  // parallel; this coroutine resumes when the last one is done.
+  std::vector<Loaded> loaded(ssd_loads_.size());
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&](auto handler) {
+        auto done = std::make_shared<decltype(handler)>(std::move(handler));
+        auto left = std::make_shared<std::atomic<size_t>>(ssd_loads_.size());
+        for (size_t i = 0; i < ssd_loads_.size(); ++i) {
+          asio::post(server_.ssd_pool(), [this, tier, now, i, &loaded, done, left, ex] {
+            loaded[i] = load_one(*tier, ssd_loads_[i], now);
+            if (left->fetch_sub(1, std::memory_order_acq_rel) == 1)
+              asio::post(ex, [done] { std::move(*done)(); });
+          });
         }
-        co_return out;
       },
       asio::use_awaitable);
   now_ms = tiering::now_ms();
@@ -97,7 +112,7 @@ asio::awaitable<void> Connection::ssd_throttle(uint64_t incoming) {
     closed_ = true;
     co_return;
   }
-  Server::RoomWait wait(server_, incoming);
+  Server::RoomWait wait(server_, incoming, Server::RoomFor::kWrite);
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!closed_.load(std::memory_order_relaxed) && wait.again()) {
     timer.expires_after(std::chrono::milliseconds(1));

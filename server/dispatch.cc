@@ -56,7 +56,9 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
     writer_.error(err::kNoAuth);
     return;
   }
-  if (spec->flags & kDenyOom) {
+  // With the SSD tier, a write that waited for room (Connection::run, Server::RoomWait) has
+  // had its maxmemory check; what it allocates frees memory at once if it must.
+  if ((spec->flags & kDenyOom) && !room_checked_) {
     // Used memory (heap + value blocks, Server::used_memory_now) against maxmemory, or the
     // region's capacity when maxmemory is 0. Buffers reserved for large bulks still in flight
     // do not count: a client that sends a header and no bytes must not push other clients'

@@ -44,11 +44,12 @@ bool is_loopback(const asio::ip::address& a) {
 Server::Server(Config& config)
     : config_(config),
       // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
-      // With the SSD tier, blocks reserved for large bulks in flight count too: demoting for
-      // them costs no value, and they need the room in the region.
+      // With the SSD tier, blocks reserved for large bulks in flight and room claimed by writes
+      // about to allocate count too: demoting for them costs no value, and they need the room.
       evictor_(keyspace_, [this] {
         refresh_memory();
-        return used_memory_now() + (ssd_ != nullptr ? reserved_bulk_bytes() : 0);
+        return used_memory_now() +
+               (ssd_ != nullptr ? reserved_bulk_bytes() + room_claimed_.load() : 0);
       }),
       cron_timer_(main_io_),
       signals_(main_io_, SIGINT, SIGTERM),

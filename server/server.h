@@ -96,11 +96,15 @@ class Server {
   /// this is the one place where a full region is handled (and where eviction makes room).
   /// Thread-safe.
   /// With `may_evict` false, a full region returns null instead of evicting.
-  /// With the SSD tier: whether a write of `incoming` bytes (not yet in the region) must wait
-  /// for demotions to make room: the demotion queue is over its bound, or used memory, with
-  /// the blocks of bulks in flight, has no room for it. False when the tier takes no
-  /// demotions (failing) or is off. Thread-safe.
-  bool must_wait_for_room(uint64_t incoming) const;
+  /// Who waits for room: a write command, or a read loading a value from SSD.
+  enum class RoomFor { kWrite, kLoad };
+  /// With the SSD tier: whether `who`, bringing `incoming` bytes not yet in the region, must
+  /// wait for demotions to make room: the demotion queue is over its bound (writes only), or
+  /// used memory, with the blocks of bulks in flight, has no room for it: below maxmemory for
+  /// a load, below the high watermark for a write. So the room above the high watermark is
+  /// kept for loads, which serve a request now, while writes wait for the disk. False when
+  /// the tier takes no demotions (failing) or is off. Thread-safe.
+  bool must_wait_for_room(uint64_t incoming, RoomFor who) const;
   /// One write's wait for room (server_ssd.cc): announces the bytes to the evictor, and says
   /// when to stop waiting: room is there, tiering.ssd.max_write_wait ms passed, or nothing has
   /// been queued for demotion for 100 ms (the room is held by leases or requests in flight:
@@ -108,7 +112,7 @@ class Server {
   /// on a connection, a sleep on a pool thread). Counted in INFO tiering ssd_write_waits.
   class RoomWait {
    public:
-    RoomWait(Server& server, uint64_t incoming);
+    RoomWait(Server& server, uint64_t incoming, RoomFor who);
     ~RoomWait();
     /// True while the write should wait another ~1 ms.
     bool again();
@@ -116,8 +120,24 @@ class Server {
    private:
     Server& server_;
     const uint64_t incoming_;
+    const RoomFor who_;
     const std::chrono::steady_clock::time_point start_;
     std::chrono::steady_clock::time_point idle_since_;
+  };
+  /// Room a write found (must_wait_for_room) and holds until it has allocated, so that writers
+  /// checking at the same time do not all count the same free bytes. RAII.
+  class RoomClaim {
+   public:
+    RoomClaim(Server& server, uint64_t bytes) : server_(server), bytes_(bytes) {
+      server_.room_claimed_.fetch_add(bytes_, std::memory_order_relaxed);
+    }
+    ~RoomClaim() { server_.room_claimed_.fetch_sub(bytes_, std::memory_order_relaxed); }
+    RoomClaim(const RoomClaim&) = delete;
+    RoomClaim& operator=(const RoomClaim&) = delete;
+
+   private:
+    Server& server_;
+    const uint64_t bytes_;
   };
   /// Bytes of blocks held for large bulks still being received (not in used_memory_now()).
   uint64_t reserved_bulk_bytes() const {
@@ -199,6 +219,7 @@ class Server {
   int64_t last_ops_ms_ = 0;
   // Last: destroyed first (the tier refers to the keyspace; the pool's jobs to the tier).
   std::unique_ptr<tiering::SsdTier> ssd_;
+  std::atomic<uint64_t> room_claimed_{0};  // RoomClaim
   std::unique_ptr<asio::thread_pool> ssd_pool_;
   std::string ssd_error_;
 };

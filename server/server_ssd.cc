@@ -46,18 +46,25 @@ void Server::start_ssd_tier() {
               " bytes=" + std::to_string(ssd_->store().live_bytes()));
 }
 
-bool Server::must_wait_for_room(uint64_t incoming) const {
+bool Server::must_wait_for_room(uint64_t incoming, RoomFor who) const {
   const tiering::SsdTier* tier = ssd_.get();
   // A failing tier takes no demotions: nothing to wait for (the write gets -OOM if it must).
   if (tier == nullptr || !tier->accepting(tiering::now_ms())) return false;
-  if (tier->pending_bytes() > tier->max_pending_bytes()) return true;
-  // Blocks held for large bulks in flight need their room in the region as well.
-  return used_memory_now() + reserved_bulk_bytes() + incoming > memory_limit();
+  double limit = static_cast<double>(memory_limit());
+  if (who == RoomFor::kWrite) {
+    if (tier->pending_bytes() > tier->max_pending_bytes()) return true;
+    limit *= config_.fraction(Key::kEvictionHighWatermark);
+  }
+  // Blocks held for large bulks in flight need their room in the region as well, and so does
+  // the room other writes found and have not filled yet.
+  const uint64_t held = reserved_bulk_bytes() + room_claimed_.load(std::memory_order_relaxed);
+  return static_cast<double>(used_memory_now() + held + incoming) > limit;
 }
 
-Server::RoomWait::RoomWait(Server& server, uint64_t incoming)
+Server::RoomWait::RoomWait(Server& server, uint64_t incoming, RoomFor who)
     : server_(server),
       incoming_(incoming),
+      who_(who),
       start_(std::chrono::steady_clock::now()),
       idle_since_(start_) {
   server_.evictor().want(incoming_);
@@ -77,7 +84,7 @@ Server::RoomWait::~RoomWait() {
 
 bool Server::RoomWait::again() {
   constexpr auto kIdleGiveUp = std::chrono::milliseconds(100);
-  if (!server_.must_wait_for_room(incoming_)) return false;
+  if (!server_.must_wait_for_room(incoming_, who_)) return false;
   const auto now = std::chrono::steady_clock::now();
   if (now - start_ >= std::chrono::milliseconds(server_.config().num(Key::kSsdMaxWriteWait)))
     return false;

@@ -56,7 +56,8 @@ size_t Evictor::evict_to(uint64_t target, int64_t now) {
   return evict_bytes(o, used - target, now, /*background=*/true);
 }
 
-bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
+bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now,
+                        bool drop_unwritten) {
   const EvictionOptions o = options();
   if (o.policy == EvictionPolicy::kNoEviction) return false;
   std::lock_guard lock(evict_mu_);
@@ -69,13 +70,14 @@ bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now) {
   if (need == 0) return true;
   exact_pass_ = ks_.size() <= o.exact_limit;
   free_now_ = true;
+  clean_only_ = demoter_ != nullptr && !drop_unwritten;
   uint64_t freed = 0;
   while (freed < need) {
     uint64_t got = evict_one(o, now);
     if (got == 0) break;
     freed += got;
   }
-  free_now_ = false;
+  free_now_ = clean_only_ = false;
   return freed >= need;
 }
 
@@ -119,7 +121,7 @@ uint64_t Evictor::evict_ttl(int64_t now) {
     Shard& shard = ks_.shard(i);
     std::lock_guard lock(shard.mu);
     const Shard::Item* item =
-        shard.soonest_expiring_if([](const Shard::Item& i) { return evictable(i.second); });
+        shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i.second); });
     if (item && item->second.expire_ms < best_deadline && !shard.leased(item, now)) {
       best_deadline = item->second.expire_ms;
       best_shard = i;
@@ -143,10 +145,10 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
       const Shard::Item* item = nullptr;
       for (int tries = 0; tries < 16 && item == nullptr; ++tries) {
         const Shard::Item* pick = shard.map().random_node(rng_);
-        if ((!volatile_only || pick->second.expire_ms != 0) && evictable(pick->second)) item = pick;
+        if ((!volatile_only || pick->second.expire_ms != 0) && candidate(pick->second)) item = pick;
       }
       if (item == nullptr && volatile_only)
-        item = shard.soonest_expiring_if([](const Shard::Item& i) { return evictable(i.second); });
+        item = shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i.second); });
       if (item == nullptr || shard.leased(item, now)) continue;
       key = std::string(item->key());
     }
@@ -167,7 +169,7 @@ uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
       for (const Shard::Item& item : shard.map()) {
         const auto& [key, e] = item;
         if (volatile_only && e.expire_ms == 0) continue;
-        if (!evictable(e) || shard.leased(&item, now)) continue;
+        if (!candidate(e) || shard.leased(&item, now)) continue;
         const uint64_t s = score(e, o, now);
         if (best.size() == kExactCandidates && s <= best.back().score) continue;
         auto at = std::find_if(best.begin(), best.end(), [&](auto& c) { return c.score < s; });
@@ -201,7 +203,7 @@ void Evictor::fill_pool(const EvictionOptions& o, int64_t now) {
     if (shard.size() == 0) continue;
     const Shard::Item* item = shard.map().random_node(rng_);
     if (volatile_only && item->second.expire_ms == 0) continue;
-    if (!evictable(item->second) || shard.leased(item, now)) continue;
+    if (!candidate(item->second) || shard.leased(item, now)) continue;
     offer({score(item->second, o, now), i, std::string(item->key())});
   }
 }
@@ -226,7 +228,7 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
     std::lock_guard lock(shard.mu);
     Shard::Item* item = shard.find(key, now);
     if (item == nullptr || (volatile_only && item->second.expire_ms == 0)) return 0;
-    if (!evictable(item->second) || shard.leased(item, now)) return 0;
+    if (!candidate(item->second) || shard.leased(item, now)) return 0;
     // With an SSD tier the victim is demoted (not an eviction: the key stays). A write that
     // needs the room now takes a value with an SSD copy, else drops the victim as Redis would,
     // but only while the tier works: a failing disk must not cost acknowledged values.

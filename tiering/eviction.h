@@ -109,8 +109,10 @@ class Evictor {
   /// For a write that needs `bytes` more: frees memory synchronously, now (never by queueing a
   /// demotion; see Demoter), until used + bytes <= maxmemory, and, when `allocation_failed`
   /// (the region had no room even so), until at least `bytes` of values were freed. False
-  /// when the policy is noeviction or nothing evictable is left.
-  bool make_room(uint64_t bytes, bool allocation_failed, int64_t now_ms);
+  /// when the policy is noeviction or nothing evictable is left. Without `drop_unwritten`
+  /// (with a Demoter), only values with an SSD copy are candidates: nothing is lost.
+  bool make_room(uint64_t bytes, bool allocation_failed, int64_t now_ms,
+                 bool drop_unwritten = true);
 
   /// Starts the background thread (checks every `period_ms`, and at once after notify()).
   void start(int period_ms = 100);
@@ -141,9 +143,10 @@ class Evictor {
   // `background`, stops early when the demoter's queue is full.
   size_t evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now,
                      bool background = false);
-  // Whether an entry can be a victim: its value is in memory and not already being demoted.
-  static bool evictable(const Entry& e) {
-    return e.value && !(e.flags & kEntryDemoting);
+  // Whether an entry can be a victim: its value is in memory and not already being demoted
+  // (and, in a clean-only pass, has an SSD copy).
+  bool candidate(const Entry& e) const {
+    return e.value && !(e.flags & kEntryDemoting) && (!clean_only_ || (e.flags & kEntrySsd));
   }
   uint64_t evict_ttl(int64_t now);
   uint64_t evict_random(bool volatile_only, int64_t now);
@@ -164,6 +167,7 @@ class Evictor {
   std::vector<Candidate> pool_;
   bool exact_pass_ = false;  // this pass scans every key (set once per pass: size() locks all shards)
   bool free_now_ = false;    // this pass must free memory now (make_room), not queue demotions
+  bool clean_only_ = false;  // ... and only values with an SSD copy may go
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<uint64_t> evicted_{0};
   std::atomic<uint64_t> wanted_{0};  // bytes of writes waiting for room (want())
