@@ -219,7 +219,9 @@ asio::awaitable<void> Connection::run() {
           }
         }
         // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
-        const bool run = !ssd || !ssd_pin(req, batch_ms) || co_await ssd_load(batch_ms);
+        const bool run =
+            !ssd || !ssd_pin(req, batch_ms) ||
+            co_await ssd_load(batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
         if (closed_.load(std::memory_order_relaxed)) break;
         if (run) execute(req, batch_ms);
         claim.reset();

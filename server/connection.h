@@ -111,9 +111,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // is not on SSD yet or getting -OOM.
   std::optional<uint64_t> ssd_write_bytes(const resp::Request& req) const;
   asio::awaitable<void> ssd_throttle(uint64_t incoming);
-  asio::awaitable<bool> ssd_load(int64_t& now_ms);
-  // One key of ssd_load, on an I/O pool thread.
-  tiering::SsdTier::Loaded load_one(tiering::SsdTier& tier, std::string_view key, int64_t now);
+  // `ahead`: the read buffer's bytes after this request; the keys on SSD of the read commands
+  // among them are prefetched (collect_prefetch) alongside this command's.
+  asio::awaitable<bool> ssd_load(int64_t& now_ms, std::string_view ahead);
+  void collect_prefetch(std::string_view ahead, int64_t now_ms);
+  // One key of ssd_load, on an I/O pool thread. A prefetch never waits for room.
+  tiering::SsdTier::Loaded load_one(tiering::SsdTier& tier, std::string_view key, int64_t now,
+                                    bool prefetch);
   uint64_t ssd_release();
   asio::awaitable<void> ssd_wait(uint64_t ticket);
 
@@ -145,6 +149,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<tiering::ValueRef> ssd_pins_;
   std::vector<std::pair<std::string_view, tiering::ValueRef>> ssd_transient_;
   std::vector<std::string_view> ssd_keys_, ssd_loads_;
+  std::vector<std::string> ssd_prefetch_;
 
   mutable std::mutex info_mu_;
   std::string name_, lib_name_, lib_ver_;

@@ -8,6 +8,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -36,14 +37,18 @@ bool Connection::ssd_pin(const resp::Request& req, int64_t now_ms) {
 }
 
 tiering::SsdTier::Loaded Connection::load_one(tiering::SsdTier& tier, std::string_view key,
-                                              int64_t now) {
+                                              int64_t now, bool prefetch) {
   try {
-    return tier.load(key, now, [this, now](size_t n) {
+    return tier.load(key, now, [this, now, prefetch](size_t n) -> tiering::ValueRef {
       // A promotion must fit maxmemory as a write does: first values with an SSD copy leave
       // (free, nothing lost), then wait for demotions to make room (this is a pool thread:
-      // blocking is fine), else free it now.
+      // blocking is fine), else free it now. A prefetch never waits: no room, no prefetch.
       if (server_.must_wait_for_room(n, Server::RoomFor::kLoad))
         server_.evictor().make_room(n, false, now, /*drop_unwritten=*/false);
+      if (prefetch) {
+        if (server_.must_wait_for_room(n, Server::RoomFor::kLoad)) return {};
+        return tiering::ValueRef::allocate(n);
+      }
       Server::RoomWait wait(server_, n, Server::RoomFor::kLoad);
       while (wait.again()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return server_.allocate_value(n);
@@ -53,7 +58,36 @@ tiering::SsdTier::Loaded Connection::load_one(tiering::SsdTier& tier, std::strin
   }
 }
 
-asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
+void Connection::collect_prefetch(std::string_view ahead, int64_t now_ms) {
+  constexpr size_t kMaxPrefetch = 32;  // keys; the I/O pool has a few threads
+  tiering::SsdTier* tier = server_.ssd();
+  ssd_prefetch_.clear();
+  if (ahead.empty() || tier->promote_after() != 1) return;
+  resp::Parser peek;  // copies what it parses: only the read buffer's rest, a few KiB at most
+  std::vector<size_t> at;
+  size_t off = 0;
+  while (off < ahead.size() && ssd_prefetch_.size() < kMaxPrefetch) {
+    resp::Parser::Status st;
+    off += peek.feed(ahead.data() + off, ahead.size() - off, &st);
+    if (st != resp::Parser::Status::kRequest) break;
+    const resp::Request& r = peek.request();
+    const CommandSpec* spec = server_.commands().resolve(r.args());
+    if (spec == nullptr || !CommandTable::arity_ok(*spec, r.size()) ||
+        !CommandTable::reads_values(*spec, r.args()))
+      continue;
+    std::vector<std::string_view> keys;
+    CommandTable::keys_of(*spec, r.args(), keys);
+    for (std::string_view key : keys) {
+      if (ssd_prefetch_.size() == kMaxPrefetch) break;
+      if (std::find(ssd_loads_.begin(), ssd_loads_.end(), key) != ssd_loads_.end() ||
+          std::find(ssd_prefetch_.begin(), ssd_prefetch_.end(), key) != ssd_prefetch_.end())
+        continue;
+      if (tier->cold(key, now_ms)) ssd_prefetch_.emplace_back(key);
+    }
+  }
+}
+
+asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms, std::string_view ahead) {
   tiering::SsdTier* tier = server_.ssd();
   // Replies already made go out first: a pipelined hit does not wait for this read.
   if (!writer_.empty() && !co_await flush()) {
@@ -62,17 +96,24 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
   }
   using Loaded = tiering::SsdTier::Loaded;
   const int64_t now = now_ms;
+  // The keys on SSD of the read commands pipelined behind this one are loaded now too, so a
+  // pipeline of GETs reads the disk in parallel rather than key by key.
+  collect_prefetch(ahead, now);
+  const size_t own = ssd_loads_.size(), total = own + ssd_prefetch_.size();
   // One task per key on the I/O pool, so a command's keys (KV.MGET's batch) are read in
   // parallel; this coroutine resumes when the last one is done.
-  std::vector<Loaded> loaded(ssd_loads_.size());
+  std::vector<Loaded> loaded(total);
   auto ex = co_await asio::this_coro::executor;
   co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
       [&](auto handler) {
         auto done = std::make_shared<decltype(handler)>(std::move(handler));
-        auto left = std::make_shared<std::atomic<size_t>>(ssd_loads_.size());
-        for (size_t i = 0; i < ssd_loads_.size(); ++i) {
-          asio::post(server_.ssd_pool(), [this, tier, now, i, &loaded, done, left, ex] {
-            loaded[i] = load_one(*tier, ssd_loads_[i], now);
+        auto left = std::make_shared<std::atomic<size_t>>(total);
+        for (size_t i = 0; i < total; ++i) {
+          const bool prefetch = i >= own;
+          const std::string_view key = prefetch ? ssd_prefetch_[i - own] : ssd_loads_[i];
+          asio::post(server_.ssd_pool(), [this, tier, now, i, key, prefetch, &loaded, done,
+                                          left, ex] {
+            loaded[i] = load_one(*tier, key, now, prefetch);
             if (left->fetch_sub(1, std::memory_order_acq_rel) == 1)
               asio::post(ex, [done] { std::move(*done)(); });
           });
@@ -80,6 +121,10 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms) {
       },
       asio::use_awaitable);
   now_ms = tiering::now_ms();
+  // Prefetched values stay in memory for their commands (promoted); nothing else to keep.
+  for (size_t i = own; i < total; ++i)
+    if (loaded[i].transient) tier->release(ssd_prefetch_[i - own], loaded[i].pin);
+  loaded.resize(own);
   for (size_t i = 0; i < loaded.size(); ++i) {
     Loaded& l = loaded[i];
     if (!l.status.ok()) {

@@ -91,6 +91,8 @@ class SsdTier final : public ShardHooks, public Demoter {
   /// drop it before the command runs) and returns true when the value is on SSD only and must
   /// be load()ed first. No disk I/O.
   bool prepare(std::string_view key, int64_t now_ms, std::vector<ValueRef>& pins);
+  /// Whether `key`'s value is on SSD only (a load would read it). No disk I/O, no pin.
+  bool cold(std::string_view key, int64_t now_ms);
   /// What load() did.
   struct Loaded {
     ValueRef pin;            ///< the key's memory value after the load (null: key gone)
@@ -147,6 +149,7 @@ class SsdTier final : public ShardHooks, public Demoter {
   std::string last_error() const;
   SsdStore& store() { return *store_; }
   const SsdTierOptions& options() const { return options_; }
+  uint32_t promote_after() const { return promote_after_.load(std::memory_order_relaxed); }
   /// promote_after may change at run time (CONFIG SET).
   void set_promote_after(uint32_t n) { promote_after_.store(n ? n : 1); }
 

@@ -28,6 +28,13 @@ bool SsdTier::prepare(std::string_view key, int64_t now, std::vector<ValueRef>& 
   return (e.flags & kEntryCold) != 0;
 }
 
+bool SsdTier::cold(std::string_view key, int64_t now) {
+  Shard& shard = ks_.shard_of(key);
+  std::lock_guard lock(shard.mu);
+  const Shard::Item* item = shard.find(key, now);
+  return item != nullptr && !item->second.value && (item->second.flags & kEntryCold) != 0;
+}
+
 bool SsdTier::hit_enough(std::string_view key) {
   const uint32_t n = promote_after_.load(std::memory_order_relaxed);
   if (n <= 1) return true;
@@ -83,7 +90,8 @@ SsdTier::Loaded SsdTier::load(std::string_view key, int64_t now,
     if (item == nullptr || !(item->second.flags & kEntryCold)) return out;  // gone meanwhile
     Entry& e = item->second;
     if (!st.ok()) {
-      stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
+      if (st.code != SsdStatus::Code::kNoMemory)
+        stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
       if (st.code == SsdStatus::Code::kNotFound) {
         // The entry says cold but the store has no record (it cannot happen unless the files
         // were changed under us): the key is lost, and reads as missing.

@@ -125,6 +125,31 @@ def test_working_set_of_5x_maxmemory_reads_back_byte_exact_with_ttls(start_serve
         assert replies[2 * n + 1] == pattern("small", i, 100)
 
 
+def test_pipelined_gets_of_demoted_keys_prefetch_yet_see_the_writes_between(start_server,
+                                                                           tmp_path):
+    """A pipeline of GETs of keys on SSD loads them together (the keys behind the first are
+    prefetched), but each reply is still what its command sees in order: a DEL or SET pipelined
+    between two GETs of a key shows in the second."""
+    keys = ["p:%d" % i for i in range(12)]
+    _, r = demoted(start_server, tmp_path / "ssd", keys)
+    assert all(tier(r, k) == "ssd" for k in keys)
+    before = r.info("tiering")["ssd_reads"]
+    pipe = r.pipeline(transaction=False)
+    for k in keys[:6]:
+        pipe.get(k)
+    pipe.delete(keys[6])
+    pipe.get(keys[6])
+    pipe.set(keys[7], b"new")
+    pipe.get(keys[7])
+    for k in keys[8:]:
+        pipe.get(k)
+    replies = pipe.execute()
+    assert replies[:6] == [pattern(k, i) for i, k in enumerate(keys[:6])]
+    assert replies[6:10] == [1, None, True, b"new"]
+    assert replies[10:] == [pattern(k, i + 8) for i, k in enumerate(keys[8:])]
+    assert r.info("tiering")["ssd_reads"] - before >= 10
+
+
 def demoted(start_server, path, keys, **config):
     """A server where each of `keys` (1 MiB values) is on SSD only."""
     srv = ssd_server(start_server, path, **config)
