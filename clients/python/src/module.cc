@@ -120,7 +120,8 @@ std::unique_ptr<Client> make_client(const std::string& url, size_t max_connectio
   if (transport == "auto") o.transport = stratakv::TransportKind::kAuto;
   else if (transport == "shm") o.transport = stratakv::TransportKind::kShm;
   else if (transport == "resp") o.transport = stratakv::TransportKind::kResp;
-  else throw py::value_error("transport must be 'auto', 'shm' or 'resp'");
+  else if (transport == "verbs") o.transport = stratakv::TransportKind::kVerbs;
+  else throw py::value_error("transport must be 'auto', 'verbs', 'shm' or 'resp'");
   py::gil_scoped_release unlock;
   return std::make_unique<Client>(url, std::move(o));
 }

@@ -24,6 +24,10 @@ class Client(_NativeClient):
     Client(url, *, max_connections=8, transport="auto", connect_timeout_ms=5000,
            io_timeout_ms=60000, max_staging_bytes=256 MiB, password=None)
 
+    transport: "auto" (verbs when this host and the server have an RDMA device, else shm on a
+    unix:// URL, else RESP), or one of "verbs", "shm", "resp" (stratakv.Error when it is not
+    available).
+
     Raw-bytes calls (values are stored as their bytes, no header):
       put(key, value, ttl_ms=None, nx=False) -> bool     value: bytes/buffer/array/tensor, or a
                                                          list of them (gathered)

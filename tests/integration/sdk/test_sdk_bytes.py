@@ -18,6 +18,14 @@ def test_transport(kv, url, redis_py):
     expected = "shm" if url.startswith("unix://") and has_fast_path(redis_py) else "resp"
     assert kv.transport == expected
     assert stratakv.Client(url, transport="resp").transport == "resp"
+    with pytest.raises(ValueError):
+        stratakv.Client(url, transport="rdma")
+
+
+def test_verbs_transport_demanded_without_a_device_is_a_clear_error(url):
+    # These machines have no RDMA device (ibv_get_device_list returns none).
+    with pytest.raises(stratakv.Error, match="RDMA"):
+        stratakv.Client(url, transport="verbs")
 
 
 @pytest.mark.parametrize("n", [1, 100, 65537, 1 << 20, (33 << 20) + 5])
