@@ -10,14 +10,11 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "fakes/fake_verbs.h"
+#include "fakes/in_process_server.h"
 #include "rdma/verbs_transport.h"
-#include "server/config.h"
-#include "server/server.h"
-#include "tiering/memory_tier.h"
 
 namespace {
 
@@ -34,43 +31,12 @@ struct Reply {
   std::string str() const { return std::string(r->str, r->len); }
 };
 
-// A server on a free port with the fake device "fake0", run on its own thread.
-struct InProcessServer {
-  server::Config config;
-  std::unique_ptr<server::Server> srv;
-  std::thread thread;
-
-  explicit InProcessServer(fakes::FakeVerbs& fake) {
-    REQUIRE_FALSE(config.set("port", "0", false));
-    REQUIRE_FALSE(config.set("threads", "1", false));
-    tiering::RegionOptions region;
-    region.capacity = 64 * MiB;
-    region.purge = false;
-    std::string err;
-    REQUIRE(tiering::MemoryTier::start(region, &err));
-    rdma::DeviceOptions o;
-    o.name = "fake0";
-    auto device = rdma::VerbsDevice::open(fake, o, err);
-    REQUIRE(device != nullptr);
-    auto& r = tiering::MemoryTier::region();
-    REQUIRE(device->register_region(r.base(), r.size(), err));
-    srv = std::make_unique<server::Server>(config);
-    srv->set_verbs(std::move(device));
-    REQUIRE_FALSE(srv->listen());
-    thread = std::thread([this] { srv->run(); });
-  }
-  ~InProcessServer() {
-    srv->stop();
-    thread.join();
-  }
-};
-
 }  // namespace
 
 TEST_CASE("KV.PUT / KV.GET over (fake) RDMA through the server") {
   fakes::FakeVerbs fake;
-  InProcessServer s(fake);
-  redisContext* c = redisConnect("127.0.0.1", s.srv->tcp_port());
+  fakes::InProcessServer s(fake, 64 * MiB);
+  redisContext* c = redisConnect("127.0.0.1", s.port());
   REQUIRE((c != nullptr && c->err == 0));
 
   // The client's side: its device, its registered buffer, its queue pair.

@@ -13,11 +13,9 @@
 #include <vector>
 
 #include "fakes/fake_verbs.h"
+#include "fakes/in_process_server.h"
 #include "rdma/verbs_transport.h"
-#include "server/config.h"
-#include "server/server.h"
 #include "stratakv/client.h"
-#include "tiering/memory_tier.h"
 
 namespace {
 
@@ -76,34 +74,9 @@ class RecordingVerbs final : public rdma::VerbsApi {
 // One server for the whole process (the MemoryTier region is process-wide).
 struct Fixture {
   fakes::FakeVerbs fake;
-  server::Config config;
-  std::unique_ptr<server::Server> srv;
-  std::thread thread;
+  fakes::InProcessServer server{fake, 128 * MiB};
 
-  Fixture() {
-    REQUIRE_FALSE(config.set("port", "0", false));
-    REQUIRE_FALSE(config.set("threads", "1", false));
-    tiering::RegionOptions region;
-    region.capacity = 128 * MiB;
-    region.purge = false;
-    std::string err;
-    REQUIRE(tiering::MemoryTier::start(region, &err));
-    rdma::DeviceOptions o;
-    o.name = "fake0";
-    auto device = rdma::VerbsDevice::open(fake, o, err);
-    REQUIRE(device != nullptr);
-    auto& r = tiering::MemoryTier::region();
-    REQUIRE(device->register_region(r.base(), r.size(), err));
-    srv = std::make_unique<server::Server>(config);
-    srv->set_verbs(std::move(device));
-    REQUIRE_FALSE(srv->listen());
-    thread = std::thread([this] { srv->run(); });
-  }
-  ~Fixture() {
-    srv->stop();
-    thread.join();
-  }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(srv->tcp_port()); }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(server.port()); }
   stratakv::Options options(rdma::VerbsApi& api) {
     stratakv::Options o;
     o.verbs_api = &api;
@@ -180,7 +153,7 @@ TEST_CASE("verbs: scatter-gather, batches, a window too small, GET over RESP") {
   CHECK(a + b.substr(0, v.size() - MiB) == v);
 
   // The value written by the SDK, read with hiredis.
-  redisContext* c = redisConnect("127.0.0.1", fx().srv->tcp_port());
+  redisContext* c = redisConnect("127.0.0.1", fx().server.port());
   REQUIRE((c != nullptr && c->err == 0));
   auto* r = static_cast<redisReply*>(redisCommand(c, "GET verbs:sg"));
   REQUIRE(r != nullptr);
