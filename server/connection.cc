@@ -215,7 +215,7 @@ asio::awaitable<void> Connection::run() {
             if (server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite))
               co_await ssd_throttle(*incoming);
             claim.emplace(server_, *incoming);
-            room_checked_ = ssd->accepting(tiering::now_ms());
+            room_checked_ = server_.demotes();
           }
         }
         // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).

@@ -96,6 +96,9 @@ class Server {
   /// this is the one place where a full region is handled (and where eviction makes room).
   /// Thread-safe.
   /// With `may_evict` false, a full region returns null instead of evicting.
+  /// Whether memory is made by demotion now: the SSD tier is on and takes demotions, and the
+  /// policy evicts. Thread-safe.
+  bool demotes() const;
   /// Who waits for room: a write command, or a read loading a value from SSD.
   enum class RoomFor { kWrite, kLoad };
   /// With the SSD tier: whether `who`, bringing `incoming` bytes not yet in the region, must

@@ -48,8 +48,9 @@ void Server::start_ssd_tier() {
 
 bool Server::must_wait_for_room(uint64_t incoming, RoomFor who) const {
   const tiering::SsdTier* tier = ssd_.get();
-  // A failing tier takes no demotions: nothing to wait for (the write gets -OOM if it must).
-  if (tier == nullptr || !tier->accepting(tiering::now_ms())) return false;
+  // A failing tier takes no demotions, nor does noeviction: nothing to wait for (the write
+  // gets -OOM if it must).
+  if (!demotes()) return false;
   double limit = static_cast<double>(memory_limit());
   if (who == RoomFor::kWrite) {
     if (tier->pending_bytes() > tier->max_pending_bytes()) return true;
@@ -59,6 +60,11 @@ bool Server::must_wait_for_room(uint64_t incoming, RoomFor who) const {
   // the room other writes found and have not filled yet.
   const uint64_t held = reserved_bulk_bytes() + room_claimed_.load(std::memory_order_relaxed);
   return static_cast<double>(used_memory_now() + held + incoming) > limit;
+}
+
+bool Server::demotes() const {
+  return ssd_ != nullptr && ssd_->accepting(tiering::now_ms()) &&
+         evictor_.options().policy != tiering::EvictionPolicy::kNoEviction;
 }
 
 Server::RoomWait::RoomWait(Server& server, uint64_t incoming, RoomFor who)

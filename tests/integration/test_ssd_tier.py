@@ -347,6 +347,23 @@ def test_writers_faster_than_the_disk_wait_for_demotion_instead_of_failing(start
             assert r.get("w%d:%d" % (w, i)) == pattern("w%d" % w, i, size), (w, i)
 
 
+def test_noeviction_with_the_tier_on_refuses_writes_past_maxmemory(start_server, tmp_path):
+    """noeviction demotes nothing: writes past maxmemory get Redis's -OOM, with no wait."""
+    srv = ssd_server(start_server, tmp_path / "ssd", maxmemory_policy="noeviction")
+    r = srv.client()
+    stored = 0
+    with pytest.raises(Exception, match="OOM command not allowed"):
+        for i in range(64):
+            r.set("n:%d" % i, pattern("n", i))
+            stored += 1
+    assert 8 <= stored < 20  # 16 MiB of maxmemory
+    info = r.info("tiering")
+    assert info["demotions"] == 0 and info["ssd_write_waits"] == 0, info
+    assert r.info("stats")["evicted_keys"] == 0
+    for i in range(stored):
+        assert r.get("n:%d" % i) == pattern("n", i)
+
+
 def test_tiny_ssd_capacity_drops_oldest_records_and_keeps_memory(start_server, tmp_path):
     srv = ssd_server(start_server, tmp_path / "ssd", tiering__ssd__capacity="6mb")
     r = srv.client()
