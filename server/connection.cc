@@ -212,10 +212,15 @@ asio::awaitable<void> Connection::run() {
         std::optional<Server::RoomClaim> claim;  // the room this write waited for, until it ran
         if (ssd != nullptr) {
           if (const auto incoming = ssd_write_bytes(req)) {
-            if (server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite))
+            bool room = !server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite);
+            if (!room) {
               co_await ssd_throttle(*incoming);
+              room = !server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite);
+            }
+            // Room found by demotion stands for dispatch's maxmemory check; a wait that ended
+            // without room (or no demotion at all) leaves that check to decide, per policy.
+            room_checked_ = room && server_.demotes();
             claim.emplace(server_, *incoming);
-            room_checked_ = server_.demotes();
           }
         }
         // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).

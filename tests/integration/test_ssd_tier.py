@@ -364,6 +364,19 @@ def test_noeviction_with_the_tier_on_refuses_writes_past_maxmemory(start_server,
         assert r.get("n:%d" % i) == pattern("n", i)
 
 
+def test_volatile_policy_without_volatile_keys_refuses_writes_past_maxmemory(start_server,
+                                                                           tmp_path):
+    """volatile-lru demotes only keys with a TTL: with none, a write past maxmemory waits for
+    room that never comes, then gets Redis's -OOM."""
+    srv = ssd_server(start_server, tmp_path / "ssd", maxmemory_policy="volatile-lru")
+    r = srv.client()
+    with pytest.raises(Exception, match="OOM command not allowed"):
+        for i in range(64):
+            r.set("v:%d" % i, pattern("v", i))
+    assert r.info("tiering")["demotions"] == 0
+    assert r.info("stats")["evicted_keys"] == 0
+
+
 def test_tiny_ssd_capacity_drops_oldest_records_and_keeps_memory(start_server, tmp_path):
     srv = ssd_server(start_server, tmp_path / "ssd", tiering__ssd__capacity="6mb")
     r = srv.client()
