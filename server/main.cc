@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   }
   server::log::notice("stratakv " + std::string(STRATAKV_VERSION) + " ready to accept connections" +
                       " port=" + std::to_string(srv.tcp_port()) +
+                      (config.str(server::Key::kUnixSocket).empty()
+                           ? std::string()
+                           : " unixsocket=" + config.str(server::Key::kUnixSocket)) +
                       " threads=" + std::to_string(config.num(server::Key::kThreads)) +
                       (file.empty() ? std::string() : " config=" + file));
   srv.run();
