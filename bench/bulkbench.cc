@@ -21,14 +21,8 @@
 // success, 1 if any reply was an error, a mismatch, or (with --verify) a miss; 2 on bad
 // usage or connection failure.
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,11 +38,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "kvbench/net.h"
+#include "kvbench/resp.h"
 
 namespace {
 
@@ -205,152 +203,6 @@ size_t check_pattern(const char* buf, size_t size, uint64_t key) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Sockets
-
-struct IoError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-int connect_to(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string port_s = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res); rc != 0)
-    throw IoError(std::string("getaddrinfo ") + host + ": " + gai_strerror(rc));
-  int fd = -1;
-  std::string err = "no address";
-  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) { err = errno_text("socket"); continue; }
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-    err = errno_text("connect");
-    ::close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) throw IoError(host + ":" + port_s + ": " + err);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-void send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(errno_text("send"));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-// writev the whole iovec array, resuming after partial writes (modifies iov).
-void writev_all(int fd, iovec* iov, size_t cnt) {
-  while (cnt > 0) {
-    int batch = static_cast<int>(std::min<size_t>(cnt, IOV_MAX));
-    ssize_t w = ::writev(fd, iov, batch);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(errno_text("writev"));
-    }
-    size_t left = static_cast<size_t>(w);
-    while (cnt > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --cnt;
-    }
-    if (cnt > 0 && left > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
-  }
-}
-
-// Reads RESP reply headers through a small staging buffer and bulk payloads directly
-// into the caller's buffer. `header_chunk` bounds each staging recv, which bounds how much
-// of a large payload can end up staged (and then copied) behind its header.
-class Reader {
- public:
-  Reader(int fd, size_t header_chunk) : fd_(fd), chunk_(header_chunk), buf_(kCap) {}
-
-  // The next line without its "\r\n"; valid until the next call.
-  std::string_view line() {
-    size_t scan = begin_;
-    for (;;) {
-      for (size_t i = scan; i + 1 < end_; ++i) {
-        if (buf_[i] == '\r' && buf_[i + 1] == '\n') {
-          std::string_view v(buf_.data() + begin_, i - begin_);
-          begin_ = i + 2;
-          return v;
-        }
-      }
-      scan = end_ > begin_ ? end_ - 1 : begin_;
-      if (end_ - begin_ >= kCap - 1) throw IoError("reply line too long");
-      size_t shift = begin_;
-      fill();
-      scan -= std::min(scan, shift);
-    }
-  }
-
-  // Exactly n bytes into dst: whatever is staged first, the rest straight from the socket.
-  void read_exact(char* dst, size_t n) {
-    size_t staged = std::min(n, end_ - begin_);
-    std::memcpy(dst, buf_.data() + begin_, staged);
-    begin_ += staged;
-    size_t got = staged;
-    while (got < n) {
-      ssize_t r = ::recv(fd_, dst + got, n - got, MSG_WAITALL);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        throw IoError(errno_text("recv"));
-      }
-      if (r == 0) throw IoError("connection closed by server");
-      got += static_cast<size_t>(r);
-    }
-  }
-
-  void expect_crlf() {
-    char crlf[2];
-    read_exact(crlf, 2);
-    if (crlf[0] != '\r' || crlf[1] != '\n') throw IoError("protocol error: bulk not terminated by CRLF");
-  }
-
- private:
-  static constexpr size_t kCap = 64 * 1024;
-
-  // Receives more bytes into the staging buffer; compacts first. Returns the shift applied.
-  void fill() {
-    if (begin_ > 0) {
-      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    size_t room = std::min(kCap - end_, chunk_);
-    for (;;) {
-      ssize_t r = ::recv(fd_, buf_.data() + end_, room, 0);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        throw IoError(errno_text("recv"));
-      }
-      if (r == 0) throw IoError("connection closed by server");
-      end_ += static_cast<size_t>(r);
-      return;
-    }
-  }
-
-  int fd_;
-  size_t chunk_;
-  std::vector<char> buf_;
-  size_t begin_ = 0, end_ = 0;
-};
-
-// ---------------------------------------------------------------------------------------
 // Per-connection worker
 
 struct PhaseStats {
@@ -365,10 +217,9 @@ struct PhaseStats {
 
 struct Worker {
   const Options* opt = nullptr;
-  int fd = -1;
+  std::optional<kvbench::Conn> conn;
   uint64_t first_op = 0;  // global index of this connection's first op
   uint64_t ops = 0;       // ops per phase on this connection
-  std::unique_ptr<Reader> reader;
   std::vector<char*> payloads;                    // SET sources: 1, or P with --verify
   std::vector<std::unique_ptr<char[]>> owned;     // the buffers this worker allocated
   std::unique_ptr<char[]> getbuf;                 // GET destination
@@ -385,7 +236,7 @@ struct Worker {
 
   // A line that is neither the expected reply nor an error means we lost sync.
   [[noreturn]] void unexpected(std::string_view line) {
-    throw IoError("unexpected reply: " + std::string(line.substr(0, 80)));
+    throw kvbench::IoError("unexpected reply: " + std::string(line.substr(0, 80)));
   }
 
   void run_set() {
@@ -417,9 +268,9 @@ struct Worker {
         iov[3 * j + 1] = {payload, opt->size};
         iov[3 * j + 2] = {const_cast<char*>(crlf), 2};
       }
-      writev_all(fd, iov.data(), 3 * n);
+      conn->writev_all(iov.data(), 3 * n);
       for (size_t j = 0; j < n; ++j) {
-        std::string_view l = reader->line();
+        std::string_view l = conn->line();
         if (l == "+OK") {
           set_stats.bytes += opt->size;
           continue;
@@ -448,7 +299,7 @@ struct Worker {
         req += key;
         req += "\r\n";
       }
-      send_all(fd, req.data(), req.size());
+      conn->send_all(req);
       for (size_t j = 0; j < n; ++j) read_get_reply(first_op + done + j);
       get_stats.batch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       get_stats.ops += n;
@@ -457,7 +308,7 @@ struct Worker {
   }
 
   void read_get_reply(uint64_t op) {
-    std::string_view l = reader->line();
+    std::string_view l = conn->line();
     if (l.empty()) unexpected(l);
     if (l[0] == '-') return note_error(get_stats, l);
     if (l[0] != '$') unexpected(l);
@@ -483,14 +334,14 @@ struct Worker {
       }
       while (left > 0) {
         size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk));
-        reader->read_exact(dst, n);
+        conn->read_exact(dst, n);
         left -= n;
       }
-      reader->expect_crlf();
+      kvbench::expect_crlf(*conn);
       return;
     }
-    reader->read_exact(getbuf.get(), opt->size);
-    reader->expect_crlf();
+    conn->read_exact(getbuf.get(), opt->size);
+    kvbench::expect_crlf(*conn);
     get_stats.bytes += opt->size;
     if (opt->verify) {
       size_t bad = check_pattern(getbuf.get(), opt->size, op % opt->keys);
@@ -585,8 +436,7 @@ int main(int argc, char** argv) {
       w.first_op = next;
       w.ops = opt.count / static_cast<uint64_t>(C) + (static_cast<uint64_t>(i) < opt.count % static_cast<uint64_t>(C) ? 1 : 0);
       next += w.ops;
-      w.fd = connect_to(opt.host, opt.port);
-      w.reader = std::make_unique<Reader>(w.fd, header_chunk);
+      w.conn.emplace(kvbench::Conn::tcp(opt.host, opt.port, header_chunk));
       const size_t alloc = std::max<size_t>(opt.size, 1);
       // SET sources: with --verify one per pipeline slot (each holds its key's pattern);
       // otherwise one buffer shared read-only by every connection.
@@ -642,7 +492,7 @@ int main(int argc, char** argv) {
     secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   for (auto& t : threads) t.join();
-  for (auto& w : ws) ::close(w.fd);
+  for (auto& w : ws) w.conn.reset();
 
   std::vector<PhaseResult> results;
   size_t si = 0;

@@ -21,7 +21,7 @@ std::string errno_text(const char* what) { return std::string(what) + ": " + std
 
 }  // namespace
 
-Conn Conn::tcp(const std::string& host, int port) {
+Conn Conn::tcp(const std::string& host, int port, size_t staging_chunk) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -46,7 +46,7 @@ Conn Conn::tcp(const std::string& host, int port) {
   if (fd < 0) throw IoError(host + ":" + port_s + ": " + err);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return Conn(fd);
+  return Conn(fd, staging_chunk);
 }
 
 Conn Conn::unix_socket(const std::string& path) {
@@ -64,13 +64,19 @@ Conn Conn::unix_socket(const std::string& path) {
   return Conn(fd);
 }
 
-Conn::Conn(int fd) : fd_(fd), buf_(kCap) {}
+Conn::Conn(int fd, size_t staging_chunk)
+    : fd_(fd), chunk_(std::clamp<size_t>(staging_chunk, 1, kCap)), buf_(kCap) {}
 Conn::Conn(Conn&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), buf_(std::move(o.buf_)), begin_(o.begin_), end_(o.end_) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      chunk_(o.chunk_),
+      buf_(std::move(o.buf_)),
+      begin_(o.begin_),
+      end_(o.end_) {}
 Conn& Conn::operator=(Conn&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(o.fd_, -1);
+    chunk_ = o.chunk_;
     buf_ = std::move(o.buf_);
     begin_ = o.begin_;
     end_ = o.end_;
@@ -187,7 +193,7 @@ void Conn::fill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  const size_t room = std::min(kCap - end_, kChunk);
+  const size_t room = std::min(kCap - end_, chunk_);
   for (;;) {
     ssize_t r = ::recv(fd_, buf_.data() + end_, room, 0);
     if (r < 0) {

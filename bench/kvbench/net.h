@@ -22,8 +22,10 @@ struct IoError : std::runtime_error {
 
 class Conn {
  public:
-  /// Connects to host:port (TCP_NODELAY). Throws IoError.
-  static Conn tcp(const std::string& host, int port);
+  /// Connects to host:port (TCP_NODELAY). `staging_chunk`: the most one receive into the
+  /// staging buffer takes (small: a payload behind a header lands mostly in the caller's
+  /// memory; up to 64 KiB for replies of small values). Throws IoError.
+  static Conn tcp(const std::string& host, int port, size_t staging_chunk = kChunk);
   /// Connects to a Unix socket. Throws IoError.
   static Conn unix_socket(const std::string& path);
 
@@ -49,12 +51,13 @@ class Conn {
   void skip(size_t n);
 
  private:
-  explicit Conn(int fd);
+  explicit Conn(int fd, size_t staging_chunk = kChunk);
   void fill();
 
   static constexpr size_t kCap = 64 * 1024;
   static constexpr size_t kChunk = 512;  // bounds how much of a payload gets staged
   int fd_ = -1;
+  size_t chunk_ = kChunk;
   std::vector<char> buf_;
   size_t begin_ = 0, end_ = 0;
 };
