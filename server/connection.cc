@@ -209,9 +209,10 @@ asio::awaitable<void> Connection::run() {
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
         tiering::SsdTier* ssd = server_.ssd();
+        const CommandSpec* spec = ssd != nullptr ? ssd_command(req) : nullptr;
         std::optional<Server::RoomClaim> claim;  // the room this write waited for, until it ran
-        if (ssd != nullptr) {
-          if (const auto incoming = ssd_write_bytes(req)) {
+        if (spec != nullptr) {
+          if (const auto incoming = ssd_write_bytes(*spec, req)) {
             bool room = !server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite);
             if (!room) {
               co_await ssd_throttle(*incoming);
@@ -225,7 +226,7 @@ asio::awaitable<void> Connection::run() {
         }
         // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
         const bool run =
-            !ssd || !ssd_pin(req, batch_ms) ||
+            spec == nullptr || !ssd_pin(*spec, req, batch_ms) ||
             co_await ssd_load(batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
         if (closed_.load(std::memory_order_relaxed)) break;
         if (run) execute(req, batch_ms);

@@ -103,13 +103,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // them on the I/O pool; false when it replied an error instead (the command must not run);
   // refreshes `now_ms`. ssd_release: after the command, releases what ssd_pin and ssd_load
   // held and returns the ticket its reply must wait for (0: none), which ssd_wait waits for.
-  bool ssd_pin(const resp::Request& req, int64_t now_ms);
+  // ssd_command: the command `req` runs, or null when dispatch will reply an error instead
+  // (unknown, arity, NOAUTH): then the tier has nothing to do for it.
+  const CommandSpec* ssd_command(const resp::Request& req) const;
+  bool ssd_pin(const CommandSpec& spec, const resp::Request& req, int64_t now_ms);
   // Back-pressure of the disk (docs/ssd-tier.md, "Memory while demoting"). ssd_write_bytes:
   // for a write (denyoom), the bytes it brings that are not in the memory region yet; nullopt
   // for any other command. ssd_throttle: waits (this coroutine, not the thread) while the
   // write must (Server::RoomWait), so writers slow to the disk's pace instead of evicting what
   // is not on SSD yet or getting -OOM.
-  std::optional<uint64_t> ssd_write_bytes(const resp::Request& req) const;
+  std::optional<uint64_t> ssd_write_bytes(const CommandSpec& spec,
+                                          const resp::Request& req) const;
   asio::awaitable<void> ssd_throttle(uint64_t incoming);
   // `ahead`: the read buffer's bytes after this request; the keys on SSD of the read commands
   // among them are prefetched (collect_prefetch) alongside this command's.

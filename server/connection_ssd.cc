@@ -19,17 +19,21 @@
 
 namespace server {
 
-bool Connection::ssd_pin(const resp::Request& req, int64_t now_ms) {
-  tiering::SsdTier* tier = server_.ssd();
+const CommandSpec* Connection::ssd_command(const resp::Request& req) const {
   const CommandSpec* spec = server_.commands().resolve(req.args());
-  // Errors (unknown command, arity, NOAUTH) are dispatch's to reply: nothing to load for them.
-  if (spec == nullptr || !CommandTable::arity_ok(*spec, req.size())) return false;
+  // Errors (unknown command, arity, NOAUTH) are dispatch's to reply: nothing to do for them.
+  if (spec == nullptr || !CommandTable::arity_ok(*spec, req.size())) return nullptr;
   if (!authenticated && !(spec->flags & kNoAuth) &&
       server_.config().num(Key::kRequirePass) != 0)
-    return false;
-  if (!CommandTable::reads_values(*spec, req.args())) return false;
+    return nullptr;
+  return spec;
+}
+
+bool Connection::ssd_pin(const CommandSpec& spec, const resp::Request& req, int64_t now_ms) {
+  tiering::SsdTier* tier = server_.ssd();
+  if (!CommandTable::reads_values(spec, req.args())) return false;
   ssd_keys_.clear();
-  CommandTable::keys_of(*spec, req.args(), ssd_keys_);
+  CommandTable::keys_of(spec, req.args(), ssd_keys_);
   ssd_loads_.clear();
   for (std::string_view key : ssd_keys_)
     if (tier->prepare(key, now_ms, ssd_pins_)) ssd_loads_.push_back(key);
@@ -140,10 +144,10 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms, std::string_view ahe
   co_return true;
 }
 
-std::optional<uint64_t> Connection::ssd_write_bytes(const resp::Request& req) const {
-  const CommandSpec* spec = server_.commands().resolve(req.args());
-  if (spec == nullptr || !(spec->flags & kDenyOom)) return std::nullopt;
-  if (spec->write_bytes != nullptr) return spec->write_bytes(req.args());
+std::optional<uint64_t> Connection::ssd_write_bytes(const CommandSpec& spec,
+                                                    const resp::Request& req) const {
+  if (!(spec.flags & kDenyOom)) return std::nullopt;
+  if (spec.write_bytes != nullptr) return spec.write_bytes(req.args());
   // Arguments read straight into a block of the region (large bulks) are there already.
   uint64_t bytes = 0;
   for (size_t i = 1; i < req.size(); ++i)

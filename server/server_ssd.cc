@@ -64,7 +64,7 @@ bool Server::must_wait_for_room(uint64_t incoming, RoomFor who) const {
 
 bool Server::demotes() const {
   return ssd_ != nullptr && ssd_->accepting(tiering::now_ms()) &&
-         evictor_.options().policy != tiering::EvictionPolicy::kNoEviction;
+         evictor_.policy() != tiering::EvictionPolicy::kNoEviction;
 }
 
 Server::RoomWait::RoomWait(Server& server, uint64_t incoming, RoomFor who)

@@ -35,6 +35,7 @@ Evictor::~Evictor() { stop(); }
 void Evictor::set_options(const EvictionOptions& o) {
   std::lock_guard lock(options_mu_);
   options_ = o;
+  policy_.store(o.policy, std::memory_order_relaxed);
 }
 
 EvictionOptions Evictor::options() const {

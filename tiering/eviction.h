@@ -98,6 +98,8 @@ class Evictor {
 
   void set_options(const EvictionOptions& o);
   EvictionOptions options() const;
+  /// options().policy without the lock (per-request checks).
+  EvictionPolicy policy() const { return policy_.load(std::memory_order_relaxed); }
   /// Demotes victims through `d` instead of dropping them (null: drop). Call before start().
   void set_demoter(Demoter* d) { demoter_ = d; }
   Demoter* demoter() const { return demoter_; }
@@ -162,6 +164,7 @@ class Evictor {
 
   mutable std::mutex options_mu_;
   EvictionOptions options_;
+  std::atomic<EvictionPolicy> policy_{EvictionPolicy::kNoEviction};  // options_.policy
 
   std::mutex evict_mu_;  // one evictor at a time: the pool and rng are shared
   std::vector<Candidate> pool_;
