@@ -68,17 +68,14 @@ void Connection::collect_prefetch(std::string_view ahead, int64_t now_ms) {
   ssd_prefetch_.clear();
   if (ahead.empty() || tier->promote_after() != 1) return;
   resp::Parser peek;  // copies what it parses: only the read buffer's rest, a few KiB at most
-  std::vector<size_t> at;
   size_t off = 0;
   while (off < ahead.size() && ssd_prefetch_.size() < kMaxPrefetch) {
     resp::Parser::Status st;
     off += peek.feed(ahead.data() + off, ahead.size() - off, &st);
     if (st != resp::Parser::Status::kRequest) break;
     const resp::Request& r = peek.request();
-    const CommandSpec* spec = server_.commands().resolve(r.args());
-    if (spec == nullptr || !CommandTable::arity_ok(*spec, r.size()) ||
-        !CommandTable::reads_values(*spec, r.args()))
-      continue;
+    const CommandSpec* spec = ssd_command(r);
+    if (spec == nullptr || !CommandTable::reads_values(*spec, r.args())) continue;
     std::vector<std::string_view> keys;
     CommandTable::keys_of(*spec, r.args(), keys);
     for (std::string_view key : keys) {
