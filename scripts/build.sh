@@ -15,7 +15,11 @@ case "$kind" in
 esac
 
 dir="build/$kind"
+launcher=()
+# ccache (installed by install-deps.sh) makes rebuilds of unchanged files free across trees.
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
 if [ ! -f "$dir/build.ninja" ]; then
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DSTRATAKV_SANITIZE="$sanitize" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DSTRATAKV_SANITIZE="$sanitize" \
+    "${launcher[@]}" >/dev/null
 fi
 cmake --build "$dir" -j "$(nproc)"

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config ccache
   # libraries
   libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
   librocksdb-dev libibverbs-dev pybind11-dev python3-dev

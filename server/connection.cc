@@ -6,7 +6,7 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <cstring>
 
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "tiering/value.h"

@@ -1,5 +1,5 @@
 // server/info.h - what the server tells about itself: the INFO text, and the COMMAND INFO /
-// COMMAND DOCS replies built from the command table (server_family.cc registers the commands).
+// COMMAND DOCS replies built from the command table (commands/cmd_server.cc registers the commands).
 //
 // Formats follow Redis 7.0: INFO is "# Section\r\nfield:value\r\n..." with sections separated by
 // an empty line (server.c genRedisInfoString); COMMAND INFO/DOCS shapes are those of

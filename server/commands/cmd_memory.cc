@@ -1,4 +1,4 @@
-// server/memory_family.cc - the MEMORY container: USAGE, STATS, PURGE, HELP. Reply shapes and
+// server/cmd_memory.cc - the MEMORY container: USAGE, STATS, PURGE, HELP. Reply shapes and
 // error texts follow Redis 7.0's object.c (memoryCommand); the figures come from the memory
 // tier (tiering/memory_tier.h): value blocks in the region plus the heap.
 #include <malloc.h>
@@ -12,7 +12,7 @@
 
 #include "server/arg_parser.h"
 #include "server/errors.h"
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/server.h"
 #include "tiering/allocator.h"
 #include "tiering/memory_tier.h"

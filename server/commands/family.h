@@ -1,9 +1,9 @@
-// server/family.h - the command families and the helpers they share.
+// server/commands/family.h - the command families and the helpers they share.
 //
 // One file per family registers its commands (`register_*_family`), each one table entry:
-// string_family.cc (strings), keyspace_family.cc (generic key commands and expiry),
-// connection_family.cc (PING, AUTH, HELLO, CLIENT, ...), server_family.cc (INFO, CONFIG,
-// COMMAND, SLOWLOG, ...), memory_family.cc (MEMORY), kv_family.cc (the fast path, KV.*).
+// cmd_string.cc (strings), cmd_keyspace.cc (generic key commands and expiry),
+// cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
+// COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*).
 #pragma once
 
 #include <initializer_list>

@@ -1,6 +1,6 @@
-// server/keyspace_family.cc - generic key commands: DEL, EXISTS, TYPE, RENAME, COPY, KEYS, SCAN,
+// server/cmd_keyspace.cc - generic key commands: DEL, EXISTS, TYPE, RENAME, COPY, KEYS, SCAN,
 // RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, the expiry commands (EXPIRE..., TTL..., PERSIST), and the
-// OBJECT introspection commands (MEMORY is in memory_family.cc). Semantics and error texts
+// OBJECT introspection commands (MEMORY is in cmd_memory.cc). Semantics and error texts
 // follow Redis 7.0's db.c, expire.c and object.c.
 //
 // Reads that Redis does with LOOKUP_NOTOUCH (EXISTS, TYPE, TTL, OBJECT) use Shard::peek (counts
@@ -20,7 +20,7 @@
 #include "server/arg_parser.h"
 #include "server/config.h"
 #include "server/errors.h"
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/server.h"
 #include "tiering/glob.h"
 

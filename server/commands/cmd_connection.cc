@@ -1,4 +1,4 @@
-// server/connection_family.cc - connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT,
+// server/cmd_connection.cc - connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT,
 // RESET and CLIENT. Semantics and error texts follow Redis 7.0 (networking.c, acl.c,
 // server.c helloCommand) and 7.2 for CLIENT SETINFO, which redis-py sends on every connection.
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include "server/arg_parser.h"
 #include "server/connection.h"
 #include "server/errors.h"
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/server.h"
 #include "server/version.h"
 

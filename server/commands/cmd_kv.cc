@@ -1,4 +1,4 @@
-// server/kv_family.cc - the fast path's commands (docs/fast-path.md): registering client
+// server/cmd_kv.cc - the fast path's commands (docs/fast-path.md): registering client
 // memory, and puts/gets whose payload moves out of band, described by scatter-gather lists.
 //
 // The payload is copied once, by the server, between the client's registered segment and the
@@ -18,7 +18,7 @@
 #include "server/config.h"
 #include "server/connection.h"
 #include "server/errors.h"
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/server.h"
 
 namespace server {

@@ -1,4 +1,4 @@
-// server/server_family.cc - server administration: INFO, CONFIG, COMMAND, SLOWLOG, TIME,
+// server/cmd_server.cc - server administration: INFO, CONFIG, COMMAND, SLOWLOG, TIME,
 // LASTSAVE, SHUTDOWN, DEBUG SLEEP. Semantics, reply shapes and error texts follow Redis 7.0
 // (server.c, config.c, slowlog.c, debug.c); the INFO text and COMMAND INFO/DOCS shapes are
 // built in info.cc.
@@ -16,7 +16,7 @@
 #include "server/config.h"
 #include "server/connection.h"
 #include "server/errors.h"
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/info.h"
 #include "server/log.h"
 #include "server/server.h"

@@ -1,4 +1,4 @@
-// server/tier_family.cc - TIER key: where a key's value lives (docs/ssd-tier.md).
+// server/cmd_tier.cc - TIER key: where a key's value lives (docs/ssd-tier.md).
 //
 //   TIER key  ->  "memory" | "ssd" | "memory+ssd", or nil when the key does not exist.
 // "memory": in memory only (a demotion may be queued); "ssd": on SSD only (a read loads it);
@@ -6,7 +6,7 @@
 // the value in use), so it leaves memory again without a write. Does not load or touch the key.
 #include <mutex>
 
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/server.h"
 
 namespace server {

@@ -1,4 +1,4 @@
-#include "server/family.h"
+#include "server/commands/family.h"
 
 #include <cstring>
 #include <new>

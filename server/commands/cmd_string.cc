@@ -1,4 +1,4 @@
-// server/string_family.cc - string commands: GET, SET and friends, counters, ranges.
+// server/cmd_string.cc - string commands: GET, SET and friends, counters, ranges.
 // Semantics and error texts follow Redis 7.0's t_string.c.
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "server/arg_parser.h"
 #include "server/config.h"
 #include "server/errors.h"
-#include "server/family.h"
+#include "server/commands/family.h"
 #include "server/server.h"
 
 namespace server {

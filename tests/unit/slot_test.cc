@@ -1,0 +1,37 @@
+// Unit tests of cluster/slot.h against the values of the Redis Cluster specification and of
+// redis-server's CLUSTER KEYSLOT (tests/integration/test_pipeline.py compares the two live).
+#include <doctest.h>
+
+#include <string>
+
+#include "cluster/slot.h"
+
+TEST_CASE("crc16 is XMODEM: the check value of the specification") {
+  CHECK(cluster::crc16("123456789") == 0x31C3);
+  CHECK(cluster::crc16("") == 0);
+}
+
+TEST_CASE("key_slot: values redis-server's CLUSTER KEYSLOT gives") {
+  CHECK(cluster::key_slot("foo") == 12182);
+  CHECK(cluster::key_slot("bar") == 5061);
+  CHECK(cluster::key_slot("somekey") == 11058);
+  CHECK(cluster::key_slot("") == 0);
+  CHECK(cluster::key_slot("{user1000}.following") == 3443);
+  CHECK(cluster::key_slot("foo{}{bar}") == 8363);
+  CHECK(cluster::key_slot("foo{{bar}}zap") == 4015);
+  CHECK(cluster::key_slot("}{x}") == 16287);
+}
+
+TEST_CASE("hash tags: the first non-empty {...} is hashed") {
+  CHECK(cluster::hash_tag("{user1000}.following") == "user1000");
+  CHECK(cluster::key_slot("{user1000}.following") == cluster::key_slot("{user1000}.followers"));
+  CHECK(cluster::hash_tag("foo{}{bar}") == "foo{}{bar}");    // empty first tag: whole key
+  CHECK(cluster::hash_tag("foo{{bar}}zap") == "{bar");        // up to the first '}'
+  CHECK(cluster::hash_tag("foo{bar}{zap}") == "bar");         // only the first tag
+  CHECK(cluster::hash_tag("no-close{abc") == "no-close{abc");
+  CHECK(cluster::hash_tag("}{x}") == "x");
+}
+
+TEST_CASE("every slot is in range") {
+  for (int i = 0; i < 100000; ++i) CHECK(cluster::key_slot(std::to_string(i)) < cluster::kSlots);
+}
