@@ -9,6 +9,7 @@
 #include "server/commands/family.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "tiering/key_lock.h"
 #include "tiering/value.h"
 
 namespace server {
@@ -100,10 +101,9 @@ bool Connection::unpin(std::string_view key, int64_t now_ms) {
   auto it = pins.find(std::string(key));
   if (it == pins.end()) return false;
   pins.erase(it);
-  tiering::Shard& shard = server_.keyspace().shard_of(key);
-  std::lock_guard lock(shard.mu);
-  tiering::Shard::Item* item = shard.find(key, now_ms);
-  return item != nullptr && shard.unlease(item, id_, now_ms);
+  tiering::KeyLock lock(server_.keyspace(), key, now_ms);
+  const tiering::KeyLock::Item* item = lock.find(key);
+  return item != nullptr && lock.unlease(item, id_);
 }
 
 void Connection::start() {

@@ -8,6 +8,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/server.h"
+#include "tiering/need_room.h"
 
 namespace server {
 
@@ -78,10 +79,22 @@ void Connection::execute(const resp::Request& req, int64_t now_ms) {
   last_cmd_.store(spec, std::memory_order_relaxed);
   CommandContext ctx{server_, *this, writer_, req, req.args(), now_ms, server_.keyspace()};
   const auto start = command_end_;
-  try {
-    spec->handler(ctx);
-  } catch (const std::bad_alloc&) {
-    writer_.error(err::kOom);
+  // A handler that found the region full while it held shard locks threw NeedRoom before it
+  // changed anything or replied (tiering/need_room.h); its locks are released now. Make room
+  // with no lock held, then run it again.
+  constexpr int kAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      spec->handler(ctx);
+    } catch (const tiering::NeedRoom& need) {
+      server_.stats().value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
+      if (attempt < kAttempts && server_.evictor().make_room(need.bytes, true, tiering::now_ms()))
+        continue;
+      writer_.error(err::kOom);
+    } catch (const std::bad_alloc&) {
+      writer_.error(err::kOom);
+    }
+    break;
   }
   command_end_ = std::chrono::steady_clock::now();
   const int64_t us =

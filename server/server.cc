@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "cluster/slot.h"
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
@@ -43,6 +44,8 @@ bool is_loopback(const asio::ip::address& a) {
 
 Server::Server(Config& config)
     : config_(config),
+      // The keyspace's slots are Redis Cluster's (cluster/slot.h): a slot's keys share a shard.
+      keyspace_(128, &cluster::key_slot),
       // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
       // With the SSD tier, blocks reserved for large bulks in flight and room claimed by writes
       // about to allocate count too: demoting for them costs no value, and they need the room.
@@ -162,6 +165,8 @@ void Server::accept_unix() {
 }
 
 tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_evict) {
+  // Eviction locks shards: never from under one (need_room.h).
+  if (tiering::ShardMutex::held_by_this_thread() != 0) may_evict = false;
   tiering::ValueRef v = tiering::ValueRef::allocate(size, capacity);
   if (!v && !may_evict) stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
   // The region is full: free memory now per maxmemory-policy until the block fits (a few

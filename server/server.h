@@ -95,7 +95,8 @@ class Server {
   /// Null when the region cannot fit it. Every value the server creates comes from here, so
   /// this is the one place where a full region is handled (and where eviction makes room).
   /// Thread-safe.
-  /// With `may_evict` false, a full region returns null instead of evicting.
+  /// With `may_evict` false, or when the calling thread holds a shard lock (eviction locks
+  /// shards), a full region returns null instead of evicting.
   /// Whether memory is made by demotion now: the SSD tier is on and takes demotions, and the
   /// policy evicts. Thread-safe.
   bool demotes() const;

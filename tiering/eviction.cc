@@ -1,5 +1,7 @@
 #include "tiering/eviction.h"
 
+#include <cassert>
+
 #include <algorithm>
 #include <chrono>
 
@@ -59,6 +61,10 @@ size_t Evictor::evict_to(uint64_t target, int64_t now) {
 
 bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now,
                         bool drop_unwritten) {
+  // Eviction locks shards: run under one, it would deadlock on it (or on a thread waiting for
+  // it). Callers make room before they lock (need_room.h); refuse rather than hang.
+  assert(ShardMutex::held_by_this_thread() == 0 && "make_room under a shard lock");
+  if (ShardMutex::held_by_this_thread() != 0) return false;
   const EvictionOptions o = options();
   if (o.policy == EvictionPolicy::kNoEviction) return false;
   std::lock_guard lock(evict_mu_);
@@ -239,8 +245,7 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
       if (item->second.flags & kEntrySsdFlags) return 0;  // its SSD copy is in use: keep both
       demoter_->unwritten_eviction();
     }
-    victim = std::move(item->second.value);
-    shard.erase(item);
+    shard.erase(item, ChangeCause::kEviction, &victim);
   }
   evicted_.fetch_add(1, std::memory_order_relaxed);
   return victim ? std::max<uint64_t>(victim->allocated(), 1) : 1;

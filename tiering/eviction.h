@@ -112,7 +112,8 @@ class Evictor {
   /// demotion; see Demoter), until used + bytes <= maxmemory, and, when `allocation_failed`
   /// (the region had no room even so), until at least `bytes` of values were freed. False
   /// when the policy is noeviction or nothing evictable is left. Without `drop_unwritten`
-  /// (with a Demoter), only values with an SSD copy are candidates: nothing is lost.
+  /// (with a Demoter), only values with an SSD copy are candidates: nothing is lost. False
+  /// at once when the calling thread holds a shard lock (eviction locks shards).
   bool make_room(uint64_t bytes, bool allocation_failed, int64_t now_ms,
                  bool drop_unwritten = true);
 

@@ -30,15 +30,52 @@ static void touch(Entry& e, int64_t now) {
   e.lfu_minutes = lfu_minutes(now);
 }
 
+uint16_t hash_slot(std::string_view key) {
+  return static_cast<uint16_t>(hash_key(key) & (kSlotCount - 1));
+}
+
 // ---- Shard ----
+
+void Shard::announce(ChangeKind kind, ChangeCause cause, uint8_t prev_flags,
+                     std::string_view key, uint16_t slot, const ValueRef* value,
+                     int64_t expire_ms) {
+  const Change c{kind, cause, prev_flags, slot, ++seq_, key, value, expire_ms};
+  for (KeyspaceObserver* o : *observers_) o->on_change(*this, c);
+}
+
+void Shard::slot_link(Item* item, uint16_t slot) {
+  SlotKeys& s = slots_[slot];
+  item->second.slot_prev = nullptr;
+  item->second.slot_next = s.head;
+  if (s.head != nullptr) s.head->second.slot_prev = item;
+  s.head = item;
+  ++s.count;
+}
+
+void Shard::slot_unlink(Item* item, uint16_t slot) {
+  SlotKeys& s = slots_[slot];
+  Entry& e = item->second;
+  if (e.slot_prev != nullptr) e.slot_prev->second.slot_next = e.slot_next;
+  else s.head = e.slot_next;
+  if (e.slot_next != nullptr) e.slot_next->second.slot_prev = e.slot_prev;
+  --s.count;
+}
+
+void Shard::expire_item(Item* item) {
+  const uint8_t prev = item->second.flags;
+  const uint16_t slot = slot_of(item->key());
+  // Out of every index first; the node (whose bytes the change's key points at) goes last.
+  detach(item, slot);
+  announce(ChangeKind::kDelete, ChangeCause::kExpiry, prev, item->key(), slot, nullptr, 0);
+  map_.erase(item);
+  ++expired;
+}
 
 Shard::Item* Shard::find(std::string_view key, int64_t now) {
   Item* item = map_.find(key);
   if (item == nullptr) return nullptr;
   if (item->second.expire_ms != 0 && item->second.expire_ms <= now) {
-    notify(item, true);
-    unlink(item);
-    ++expired;
+    expire_item(item);
     return nullptr;
   }
   return item;
@@ -63,31 +100,44 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
 }
 
 Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
-                           ValueRef* replaced) {
+                           ValueRef* replaced, ChangeCause cause) {
   auto [item, inserted] = map_.try_emplace(key);
-  // A new key too: the record of a previous one of that name may still be queued for removal.
-  notify(item, false);
-  item->second.flags &= ~kEntrySsdFlags;
-  ValueRef& slot = item->second.value;
-  if (replaced != nullptr) *replaced = std::move(slot);  // else released by the assignment
-  slot = std::move(value);
-  if (inserted) item->second.lfu_minutes = lfu_minutes(now);
-  touch(item->second, now);
-  set_expire(item, expire_ms);
+  const uint16_t slot = slot_of(key);
+  if (inserted) {
+    slot_link(item, slot);
+    item->second.lfu_minutes = lfu_minutes(now);
+  }
+  Entry& e = item->second;
+  const uint8_t prev = inserted ? 0 : e.flags;
+  e.flags &= ~kEntrySsdFlags;
+  if (replaced != nullptr) *replaced = std::move(e.value);  // else released by the assignment
+  e.value = std::move(value);
+  touch(e, now);
+  if (e.expire_ms != expire_ms) {
+    if (e.expire_ms != 0) expiry_.erase({e.expire_ms, item});
+    e.expire_ms = expire_ms;
+    if (expire_ms != 0) expiry_.emplace(expire_ms, item);
+  }
+  announce(ChangeKind::kSet, cause, prev, item->key(), slot, &e.value, e.expire_ms);
   return item;
 }
 
 void Shard::set_value(Item* item, ValueRef value, ValueRef* replaced) {
-  notify(item, false);
-  item->second.flags &= ~kEntrySsdFlags;
-  ValueRef& slot = item->second.value;
-  if (replaced != nullptr) *replaced = std::move(slot);
-  slot = std::move(value);
+  Entry& e = item->second;
+  const uint8_t prev = e.flags;
+  e.flags &= ~kEntrySsdFlags;
+  if (replaced != nullptr) *replaced = std::move(e.value);
+  e.value = std::move(value);
+  announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(), slot_of(item->key()),
+           &e.value, e.expire_ms);
 }
 
-void Shard::will_modify(Item* item) {
-  notify(item, false);
-  item->second.flags &= ~kEntrySsdFlags;
+void Shard::modified(Item* item) {
+  Entry& e = item->second;
+  const uint8_t prev = e.flags;
+  e.flags &= ~kEntrySsdFlags;
+  announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(), slot_of(item->key()),
+           &e.value, e.expire_ms);
 }
 
 void Shard::set_expire(Item* item, int64_t expire_ms) {
@@ -96,18 +146,56 @@ void Shard::set_expire(Item* item, int64_t expire_ms) {
   if (e.expire_ms != 0) expiry_.erase({e.expire_ms, item});
   e.expire_ms = expire_ms;
   if (expire_ms != 0) expiry_.emplace(expire_ms, item);
-  if (hooks != nullptr && (e.flags & kEntrySsd)) hooks->expire_changed(*this, *item);
+  announce(ChangeKind::kExpire, ChangeCause::kCommand, e.flags, item->key(),
+           slot_of(item->key()), nullptr, expire_ms);
 }
 
-void Shard::erase(Item* item) {
-  notify(item, false);
-  unlink(item);
+void Shard::erase(Item* item, ChangeCause cause, ValueRef* removed) {
+  const uint8_t prev = item->second.flags;
+  const uint16_t slot = slot_of(item->key());
+  if (removed != nullptr) *removed = std::move(item->second.value);
+  detach(item, slot);
+  announce(ChangeKind::kDelete, cause, prev, item->key(), slot, nullptr, 0);
+  map_.erase(item);
 }
 
-void Shard::unlink(Item* item) {
+void Shard::drop_value(Item* item, ValueRef* dropped) {
+  Entry& e = item->second;
+  const uint8_t prev = e.flags;
+  *dropped = std::move(e.value);
+  announce(ChangeKind::kDemoted, ChangeCause::kTiering, prev, item->key(), slot_of(item->key()),
+           nullptr, e.expire_ms);
+}
+
+void Shard::install_value(Item* item, ValueRef value) {
+  Entry& e = item->second;
+  const uint8_t prev = e.flags;
+  e.value = std::move(value);
+  announce(ChangeKind::kPromoted, ChangeCause::kTiering, prev, item->key(),
+           slot_of(item->key()), &e.value, e.expire_ms);
+}
+
+Shard::Item* Shard::recover(std::string_view key, int64_t expire_ms, uint8_t flags,
+                            int64_t now) {
+  auto [item, inserted] = map_.try_emplace(key);
+  if (!inserted) return nullptr;
+  const uint16_t slot = slot_of(key);
+  slot_link(item, slot);
+  Entry& e = item->second;
+  e.lfu_minutes = lfu_minutes(now);
+  touch(e, now);
+  e.flags = flags;
+  e.expire_ms = expire_ms;
+  if (expire_ms != 0) expiry_.emplace(expire_ms, item);
+  announce(ChangeKind::kRecovered, ChangeCause::kTiering, 0, item->key(), slot, nullptr,
+           expire_ms);
+  return item;
+}
+
+void Shard::detach(Item* item, uint16_t slot) {
   if (item->second.expire_ms != 0) expiry_.erase({item->second.expire_ms, item});
   if (item->second.flags & kEntryLeased) leases_.erase(item);
-  map_.erase(item);
+  slot_unlink(item, slot);
 }
 
 void Shard::lease(Item* item, uint64_t holder, int64_t until_ms) {
@@ -179,40 +267,90 @@ bool Shard::erase(std::string_view key, int64_t now) {
 size_t Shard::expire_due(int64_t now, size_t budget) {
   size_t removed = 0;
   while (removed < budget && !expiry_.empty() && expiry_.begin()->first <= now) {
-    Item* item = expiry_.begin()->second;
-    notify(item, true);
-    expiry_.erase(expiry_.begin());
-    if (item->second.flags & kEntryLeased) leases_.erase(item);
-    map_.erase(item);
+    expire_item(expiry_.begin()->second);
     ++removed;
   }
-  expired += removed;
   return removed;
 }
 
 Shard::Map Shard::take_all() {
   expiry_.clear();
   leases_.clear();
+  for (size_t slot = index_; slot < kSlotCount; slot += slot_stride_) slots_[slot] = SlotKeys();
   return std::exchange(map_, Map());
 }
 
 // ---- Keyspace ----
 
-Keyspace::Keyspace(size_t shards) {
+Keyspace::Keyspace(size_t shards, SlotFn slot_of)
+    : slots_(kSlotCount), slot_fn_(slot_of != nullptr ? slot_of : &hash_slot) {
   size_t n = 1;
-  while (n < shards) n <<= 1;
+  while (n < shards && n < kSlotCount) n <<= 1;
   shards_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    shards_.push_back(std::make_unique<Shard>());
-    shards_.back()->index_ = i;
+    auto shard = std::make_unique<Shard>();
+    shard->index_ = i;
+    shard->slot_stride_ = n;
+    shard->slot_fn_ = slot_fn_;
+    shard->slots_ = slots_.data();
+    shard->observers_ = &observers_;
+    shards_.push_back(std::move(shard));
   }
   mask_ = n - 1;
   shard_bits_ = static_cast<unsigned>(std::countr_zero(n));
 }
 
-size_t Keyspace::shard_index(std::string_view key) const {
-  // The tables use the low 32 bits of the same hash; take the shard from the high bits.
-  return (hash_key(key) >> 40) & mask_;
+void Keyspace::add_observer(KeyspaceObserver* observer) {
+  // Every shard locked: observers are read under a shard's lock, so none is mid-change.
+  for (auto& s : shards_) s->mu.lock();
+  if (std::find(observers_.begin(), observers_.end(), observer) == observers_.end())
+    observers_.push_back(observer);
+  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
+}
+
+void Keyspace::remove_observer(KeyspaceObserver* observer) {
+  for (auto& s : shards_) s->mu.lock();
+  std::erase(observers_, observer);
+  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
+}
+
+uint64_t Keyspace::count_in_slot(uint16_t slot) {
+  Shard& shard = *shards_[shard_of_slot(slot)];
+  std::lock_guard lock(shard.mu);
+  return shard.count_in_slot(slot);
+}
+
+std::vector<std::string> Keyspace::keys_in_slot(uint16_t slot, size_t count, int64_t now) {
+  std::vector<std::string> keys;
+  Shard& shard = *shards_[shard_of_slot(slot)];
+  std::lock_guard lock(shard.mu);
+  shard.for_each_in_slot(slot, [&](const Shard::Item& item) {
+    if (keys.size() >= count) return false;
+    const int64_t at = item.second.expire_ms;
+    if (at == 0 || at > now) keys.emplace_back(item.key());
+    return true;
+  });
+  return keys;
+}
+
+void Keyspace::for_each_live(int64_t now,
+                             const std::function<void(std::string_view, const Entry&)>& fn) {
+  for (auto& s : shards_) {
+    std::lock_guard lock(s->mu);
+    for (const auto& [key, e] : s->map())
+      if (e.expire_ms == 0 || e.expire_ms > now) fn(key, e);
+  }
+}
+
+Keyspace::TableFigures Keyspace::table_figures() {
+  TableFigures t;
+  for (auto& s : shards_) {
+    std::lock_guard lock(s->mu);
+    t.keys += s->size();
+    t.node_bytes += s->size() * sizeof(Shard::Item) + s->map().bucket_bytes();
+    t.volatile_keys += s->volatile_size();
+  }
+  return t;
 }
 
 Keyspace::MultiLock::MultiLock(Keyspace& ks, std::span<const std::string_view> keys) : ks_(ks) {
@@ -257,20 +395,13 @@ size_t Keyspace::volatile_size() {
 void Keyspace::flush(bool async) {
   std::vector<Shard::Map> old;
   old.reserve(shards_.size());
-  // Every shard at once (ascending order, as MultiLock): the SSD tier's flushed() must see no
+  // Every shard at once (ascending order, as MultiLock): observers' on_flush() must see no
   // write slip in between two shards.
   for (auto& s : shards_) s->mu.lock();
   for (auto& s : shards_) old.push_back(s->take_all());
-  if (shards_[0]->hooks != nullptr) shards_[0]->hooks->flushed();
+  for (KeyspaceObserver* o : observers_) o->on_flush();
   for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
   if (async) std::thread([tables = std::move(old)]() mutable { tables.clear(); }).detach();
-}
-
-void Keyspace::set_hooks(ShardHooks* hooks) {
-  for (auto& s : shards_) {
-    std::lock_guard lock(s->mu);
-    s->hooks = hooks;
-  }
 }
 
 size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {

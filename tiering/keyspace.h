@@ -3,7 +3,17 @@
 // The keyspace is split into shards, each a hash table with its own mutex, so connection
 // threads never share a global lock (the "no global lock on the hot path" rule of DESIGN.md).
 // A command locks the one shard of its key; multi-key commands lock every involved shard in
-// ascending index order (MultiLock), which makes deadlock impossible.
+// ascending index order (MultiLock, KeyLock in key_lock.h), which makes deadlock impossible.
+//
+// Slots: every key has a hash slot (0..16383) given by the function the server hands the
+// keyspace (Redis Cluster's CRC16 of the key or its hash tag; tiering/ does not know the rule).
+// A slot's keys all live in one shard (shard = slot mod shard count), and each slot keeps its
+// keys on an intrusive list with a count, so counting and iterating a slot's keys cost
+// O(keys in that slot) (Redis 7's slot_to_keys).
+//
+// The write path: every change to an entry goes through Shard's write API below (upsert,
+// set_value, modified, set_expire, erase, and the SSD tier's drop_value / install_value /
+// recover), which tells the keyspace's observers what changed (change.h).
 //
 // Each shard's table is a tiering::Dict (dict.h): Redis's chained table with incremental
 // rehashing, one allocation per key (the key's bytes inline in the node), and Redis's
@@ -31,6 +41,7 @@
 #include <vector>
 
 #include "tiering/access_stats.h"
+#include "tiering/change.h"
 #include "tiering/dict.h"
 #include "tiering/value.h"
 
@@ -38,6 +49,13 @@ namespace tiering {
 
 /// Milliseconds since the Unix epoch (wall clock, as Redis's expiry uses).
 int64_t now_ms();
+
+/// Number of hash slots (Redis Cluster's).
+inline constexpr uint32_t kSlotCount = 16384;
+/// The key-to-slot function the server hands the keyspace: pure, thread-safe, < kSlotCount.
+using SlotFn = uint16_t (*)(std::string_view key);
+/// The slot function of a keyspace built without one (unit tests): XXH3 of the key, mod 16384.
+uint16_t hash_slot(std::string_view key);
 
 /// What the keyspace keeps per key.
 struct Entry {
@@ -47,8 +65,12 @@ struct Entry {
   uint16_t lfu_minutes = 0;  ///< lfu_minutes() when `lfu` was last decayed
   uint8_t lfu = kLfuInitVal; ///< Redis's logarithmic access counter (OBJECT FREQ, LFU eviction)
   uint8_t flags = 0;         ///< kEntry* bits
+  /// The key's neighbours on its slot's list (owned by the Shard: never copy an Entry into
+  /// another node).
+  DictNode<Entry>* slot_prev = nullptr;
+  DictNode<Entry>* slot_next = nullptr;
 };
-static_assert(sizeof(Entry) == 24, "Entry is in every key's node: keep it small");
+static_assert(sizeof(Entry) == 40, "Entry is in every key's node: keep it small");
 
 /// Entry::flags: the key holds (or held) a lease; its deadline is in Shard's lease table.
 inline constexpr uint8_t kEntryLeased = 1;
@@ -66,19 +88,26 @@ inline constexpr uint8_t kEntrySsdFlags = kEntrySsd | kEntryDemoting | kEntryTra
 
 class Shard;
 
-/// What the SSD tier learns of keyspace changes (SsdTier implements it; null when the tier is
-/// off). Every call is made with the shard's lock held (flushed(): every shard's).
-class ShardHooks {
+/// A shard's mutex: a std::mutex that also counts the shard locks the calling thread holds, so
+/// that what must never run under one can tell (making room evicts, and eviction locks shards:
+/// Evictor::make_room refuses to run while the thread holds any, and an allocation under one
+/// throws NeedRoom instead of evicting; need_room.h). BasicLockable: use std::lock_guard.
+class ShardMutex {
  public:
-  virtual ~ShardHooks() = default;
-  /// `item` is about to lose its value: replaced (upsert, set_value, will_modify), removed
-  /// (erase: DEL, eviction) or `expired`. Called only when the entry has SSD flags or its
-  /// shard has SSD writes queued (Shard::ssd_pending), so keys the tier never saw cost nothing.
-  virtual void superseded(Shard& shard, const DictNode<Entry>& item, bool expired) = 0;
-  /// `item`'s deadline changed while an SSD record holds its value.
-  virtual void expire_changed(Shard& shard, const DictNode<Entry>& item) = 0;
-  /// Every key was removed (FLUSHALL).
-  virtual void flushed() = 0;
+  void lock() {
+    mu_.lock();
+    ++held_;
+  }
+  void unlock() {
+    --held_;
+    mu_.unlock();
+  }
+  /// Shard locks the calling thread holds now.
+  static int held_by_this_thread() { return held_; }
+
+ private:
+  std::mutex mu_;
+  static inline thread_local int held_ = 0;
 };
 
 /// The hash every table and the shard choice use (XXH3), as a function object.
@@ -91,7 +120,18 @@ struct KeyEq {
   bool operator()(std::string_view a, std::string_view b) const { return a == b; }
 };
 
-/// One shard: a hash table and its expiry index. Every method requires `mu` held.
+/// One slot's keys: an intrusive list through Entry::slot_prev/next, and its length.
+struct SlotKeys {
+  DictNode<Entry>* head = nullptr;
+  uint64_t count = 0;
+};
+
+/// One shard: a hash table, its expiry index and its slots' key lists. Every method requires
+/// `mu` held.
+///
+/// The write API (upsert, set_value, modified, set_expire, erase, and for the SSD tier
+/// drop_value, install_value, recover) is the only way an entry changes: each call tells the
+/// keyspace's observers (change.h) after the change, with the next sequence number of this shard.
 class Shard {
  public:
   using Map = Dict<Entry>;
@@ -100,31 +140,47 @@ class Shard {
   /// relinking nodes, never moving them.
   using Item = Map::Node;
 
-  /// Looks `key` up. An expired key is removed (counted in expired_keys) and reads as missing.
-  /// Does not touch access stats or hit/miss counters; see lookup() for reads.
+  /// Looks `key` up. An expired key is removed (counted in expired_keys; a kDelete change of
+  /// cause kExpiry) and reads as missing. Does not touch access stats or hit/miss counters; see
+  /// lookup() for reads.
   Item* find(std::string_view key, int64_t now);
   /// find() for a read by a command: counts a hit or miss and refreshes access stats.
   Item* lookup(std::string_view key, int64_t now);
   /// find() for a read that counts a hit or miss but leaves access stats alone (Redis's
   /// LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).
   Item* peek(std::string_view key, int64_t now);
-  /// Sets `key` to `value` with deadline `expire_ms` (0 = none), inserting or replacing. With
-  /// `replaced`, the old value (null if none) is moved there instead of released here, so the
-  /// caller can release it after the shard lock (freeing a block takes the region's lock).
+
+  // ---- the write path: each call below is one Change for the observers ----
+
+  /// Sets `key` to `value` with deadline `expire_ms` (0 = none), inserting or replacing (kSet).
+  /// With `replaced`, the old value (null if none) is moved there instead of released here, so
+  /// the caller can release it after the shard lock (freeing a block takes the region's lock).
   Item* upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
-               ValueRef* replaced = nullptr);
-  /// Replaces a present key's value, keeping its deadline (INCR, a grown APPEND). `replaced`
-  /// as in upsert().
+               ValueRef* replaced = nullptr, ChangeCause cause = ChangeCause::kCommand);
+  /// Replaces a present key's value, keeping its deadline (kSet: INCR, a grown APPEND).
+  /// `replaced` as in upsert().
   void set_value(Item* item, ValueRef value, ValueRef* replaced = nullptr);
-  /// Announces that a present key's value is about to change in place (APPEND, SETRANGE on
-  /// the sole reference): any SSD copy of it becomes stale.
-  void will_modify(Item* item);
-  /// Changes the deadline of a present key (0 = persist).
+  /// After a present key's value was changed in place (APPEND, SETRANGE on the sole
+  /// reference): any SSD copy of the old bytes is stale; a kSet with the new bytes.
+  void modified(Item* item);
+  /// Changes the deadline of a present key (0 = persist; kExpire). No change when equal.
   void set_expire(Item* item, int64_t expire_ms);
-  /// Removes a present key.
-  void erase(Item* item);
+  /// Removes a present key (kDelete). With `removed`, its value is moved there (as upsert's
+  /// `replaced`).
+  void erase(Item* item, ChangeCause cause = ChangeCause::kCommand, ValueRef* removed = nullptr);
   /// Removes `key` if present (an expired key counts as absent). Returns whether it was.
   bool erase(std::string_view key, int64_t now);
+  /// The SSD tier: the value leaves memory (an SSD record holds it): moved to `dropped`
+  /// (kDemoted). The caller keeps the entry's SSD flags.
+  void drop_value(Item* item, ValueRef* dropped);
+  /// The SSD tier: a value read from SSD is back in memory (kPromoted).
+  void install_value(Item* item, ValueRef value);
+  /// The SSD tier at start-up: an entry whose value is on SSD only (kRecovered), with `flags`.
+  /// Null when the key is present already.
+  Item* recover(std::string_view key, int64_t expire_ms, uint8_t flags, int64_t now);
+
+  // ---- leases ----
+
   /// Leases (DESIGN.md, "Values, references and leases"): `holder` (a connection id) pins a
   /// present key against eviction until `until_ms` (Unix ms). Each holder has its own lease:
   /// one holder extends (never shortens) or ends only its own. A lease does not stop DEL,
@@ -141,7 +197,8 @@ class Shard {
 
   /// Removes up to `budget` keys whose deadline is <= now. Returns how many it removed.
   size_t expire_due(int64_t now, size_t budget);
-  /// Removes every key. Returns the old table, so the caller can free it elsewhere.
+  /// Removes every key (no per-key change: Keyspace::flush tells the observers once). Returns
+  /// the old table, so the caller can free it elsewhere.
   Map take_all();
   /// Moves up to `buckets` buckets of an ongoing table resize (for the cron; every operation
   /// also moves one). Returns whether a resize is still in progress.
@@ -160,33 +217,53 @@ class Shard {
   }
   /// The table, for iteration (`for (const auto& [key, entry] : shard.map())`) and scans.
   const Map& map() const { return map_; }
-  /// Calls `fn(Item&)` for every key, to change entries in place (never the table).
+  /// Calls `fn(Item&)` for every key, to change entries' bookkeeping in place (flags, never
+  /// the value: that is the write API's).
   template <class Fn>
   void for_each_entry(Fn fn) {
     for (Item& item : map_) fn(item);
   }
+  /// Calls `fn(const Item&)` for every key of `slot` (which must be one of this shard's), in
+  /// no particular order, until it returns false. O(keys in the slot).
+  template <class Fn>
+  void for_each_in_slot(uint16_t slot, Fn fn) const {
+    for (const Item* it = slots_[slot].head; it != nullptr; it = it->second.slot_next)
+      if (!fn(*it)) return;
+  }
+  /// Keys in `slot` (one of this shard's), expired ones not yet removed included.
+  uint64_t count_in_slot(uint16_t slot) const { return slots_[slot].count; }
+  /// The slot of `key` (the keyspace's function).
+  uint16_t slot_of(std::string_view key) const { return slot_fn_(key); }
 
   /// This shard's position in its Keyspace.
   size_t index() const { return index_; }
+  /// Changes made so far: the sequence number of the last one.
+  uint64_t seq() const { return seq_; }
 
-  std::mutex mu;
+  ShardMutex mu;
   uint64_t hits = 0, misses = 0, expired = 0;  ///< keyspace_hits/misses, expired_keys
-  /// The SSD tier's hooks (null when it is off) and its count of this shard's keys with SSD
-  /// writes queued (kept by the tier; while non-zero every change consults the hooks).
-  ShardHooks* hooks = nullptr;
+  /// The SSD tier's count of this shard's keys with SSD writes queued (kept by the tier).
   size_t ssd_pending = 0;
 
  private:
   friend class Keyspace;
-  // Tells the hooks that `item` loses its value, when they need to know.
-  void notify(Item* item, bool expired) {
-    if (hooks != nullptr && ((item->second.flags & kEntrySsdFlags) != 0 || ssd_pending != 0))
-      hooks->superseded(*this, *item, expired);
-  }
-  // Removes `item` from the table and the expiry and lease indexes (no hooks).
-  void unlink(Item* item);
+  // Tells every observer about one change of `item` (after it; `item` may be unlinked).
+  void announce(ChangeKind kind, ChangeCause cause, uint8_t prev_flags, std::string_view key,
+                uint16_t slot, const ValueRef* value, int64_t expire_ms);
+  // Removes `item` from the expiry and lease indexes and its slot's list, leaving it in the
+  // table (the caller announces the change, then erases the node from map_).
+  void detach(Item* item, uint16_t slot);
+  void slot_link(Item* item, uint16_t slot);
+  void slot_unlink(Item* item, uint16_t slot);
+  // Removes an expired key: a kDelete of cause kExpiry.
+  void expire_item(Item* item);
 
   size_t index_ = 0;
+  size_t slot_stride_ = 1;  // the shard count: this shard's slots are index_ + k * stride
+  uint64_t seq_ = 0;
+  SlotFn slot_fn_ = nullptr;
+  SlotKeys* slots_ = nullptr;  // the keyspace's, indexed by slot (only this shard's are used)
+  const std::vector<KeyspaceObserver*>* observers_ = nullptr;  // the keyspace's
   Map map_;
   std::set<std::pair<int64_t, Item*>> expiry_;  // (deadline, node in map_) of volatile keys
   struct Lease {
@@ -200,13 +277,25 @@ class Shard {
 /// The sharded keyspace. Thread-safe through the shards' mutexes.
 class Keyspace {
  public:
-  /// `shards` is rounded up to a power of two.
-  explicit Keyspace(size_t shards = 128);
+  /// `shards` is rounded up to a power of two (at most kSlotCount). `slot_of` maps a key to
+  /// its hash slot (null: hash_slot()).
+  explicit Keyspace(size_t shards = 128, SlotFn slot_of = nullptr);
 
   size_t shard_count() const { return shards_.size(); }
-  size_t shard_index(std::string_view key) const;
+  /// The shard of a key: its slot's.
+  size_t shard_index(std::string_view key) const { return slot_fn_(key) & mask_; }
+  /// The shard that holds the keys of `slot`.
+  size_t shard_of_slot(uint16_t slot) const { return slot & mask_; }
   Shard& shard(size_t i) { return *shards_[i]; }
   Shard& shard_of(std::string_view key) { return *shards_[shard_index(key)]; }
+  /// The slot of `key`.
+  uint16_t slot_of(std::string_view key) const { return slot_fn_(key); }
+
+  /// Registers an observer of every change (change.h), once (again: no effect). Thread-safe:
+  /// takes every shard's lock, so it is cheap only at start-up and shutdown.
+  void add_observer(KeyspaceObserver* observer);
+  /// Unregisters an observer (as add_observer).
+  void remove_observer(KeyspaceObserver* observer);
 
   /// Holds the shards of a set of keys locked, acquired in ascending index order.
   class MultiLock {
@@ -225,11 +314,15 @@ class Keyspace {
   size_t size();
   /// Number of keys with a deadline.
   size_t volatile_size();
-  /// Removes every key (every shard locked at once, so it is atomic). With `async`, the old
-  /// tables are freed on a background thread.
+  /// Keys in `slot`, expired ones not yet removed included (CLUSTER COUNTKEYSINSLOT). Locks
+  /// the slot's shard; O(1).
+  uint64_t count_in_slot(uint16_t slot);
+  /// Up to `count` live keys of `slot` (CLUSTER GETKEYSINSLOT). Locks the slot's shard;
+  /// O(keys in that slot), never a scan of the keyspace.
+  std::vector<std::string> keys_in_slot(uint16_t slot, size_t count, int64_t now);
+  /// Removes every key (every shard locked at once, so it is atomic; observers' on_flush()).
+  /// With `async`, the old tables are freed on a background thread.
   void flush(bool async);
-  /// Installs the SSD tier's hooks on every shard (null removes them).
-  void set_hooks(ShardHooks* hooks);
   /// One active expiry pass: at most `budget_per_shard` keys per shard. Returns keys removed.
   size_t active_expire(int64_t now, size_t budget_per_shard);
 
@@ -245,6 +338,9 @@ class Keyspace {
   /// shard table's reverse-binary cursor. Locks one shard at a time; `emit` runs under it.
   uint64_t scan(uint64_t cursor, size_t count, int64_t now,
                 const std::function<void(const std::string&, const Entry&)>& emit);
+  /// Calls `fn(key, entry)` for every live key, one shard locked at a time (KEYS). `fn` runs
+  /// under the lock: it must only read.
+  void for_each_live(int64_t now, const std::function<void(std::string_view, const Entry&)>& fn);
 
   /// A random live key, or nothing when the keyspace is empty.
   std::optional<std::string> random_key(int64_t now);
@@ -254,6 +350,13 @@ class Keyspace {
   };
   /// Sums the shards' counters.
   Stats stats();
+  /// Figures of the tables, summed over the shards (MEMORY STATS).
+  struct TableFigures {
+    size_t keys = 0;
+    size_t node_bytes = 0;    ///< hash nodes without key bytes, plus bucket arrays
+    size_t volatile_keys = 0; ///< keys in the expiry index
+  };
+  TableFigures table_figures();
   /// Keys under an unexpired lease. Locks each shard.
   size_t lease_count(int64_t now);
   /// Zeroes the counters (CONFIG RESETSTAT).
@@ -261,6 +364,9 @@ class Keyspace {
 
  private:
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<SlotKeys> slots_;
+  std::vector<KeyspaceObserver*> observers_;
+  SlotFn slot_fn_;
   size_t mask_;
   unsigned shard_bits_;  // log2 of the shard count
 };

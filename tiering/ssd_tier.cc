@@ -67,7 +67,7 @@ void SsdTier::start() {
   std::lock_guard lock(queue_mu_);
   if (writer_.joinable()) return;
   stop_ = false;
-  ks_.set_hooks(this);
+  ks_.add_observer(this);
   writer_ = std::thread([this] {
     use_arena();
     // Demotion is background work: below the connection threads (and the reads, which serve
@@ -85,7 +85,7 @@ void SsdTier::stop() {
   }
   queue_cv_.notify_all();
   writer_.join();
-  ks_.set_hooks(nullptr);
+  ks_.remove_observer(this);
   // Waiters of ops that never ran (none once the writer drained the queue) still get called.
   std::multimap<uint64_t, std::function<void()>> left;
   {
@@ -138,30 +138,46 @@ void SsdTier::wait_pending(uint64_t bytes, int timeout_ms) {
                          [&] { return pending_bytes() <= bytes; });
 }
 
-// ---- ShardHooks ----
+// ---- KeyspaceObserver ----
 
-void SsdTier::superseded(Shard& shard, const Shard::Item& item, bool expired) {
-  const Entry& e = item.second;
-  if (e.flags & kEntryCold) cold_keys_.fetch_sub(1, std::memory_order_relaxed);
+void SsdTier::on_change(Shard& shard, const Change& c) {
+  switch (c.kind) {
+    case ChangeKind::kSet:
+    case ChangeKind::kDelete:
+      // The tier's own removals (capacity drops, lost records) settle their records themselves.
+      // Keys the tier never saw cost nothing: no SSD flags and nothing queued in the shard.
+      if (c.cause == ChangeCause::kTiering) return;
+      if ((c.prev_flags & kEntrySsdFlags) == 0 && shard.ssd_pending == 0) return;
+      superseded(shard, c.key, c.prev_flags, c.cause == ChangeCause::kExpiry);
+      return;
+    case ChangeKind::kExpire:
+      // The record's deadline follows the key's.
+      if (c.prev_flags & kEntrySsd)
+        raise_barrier(enqueue(shard, Op{Op::kExpire, 0, 0, c.expire_ms, std::string(c.key)}));
+      return;
+    case ChangeKind::kDemoted:
+    case ChangeKind::kPromoted:
+    case ChangeKind::kRecovered:
+      return;  // the tier's own moves
+  }
+}
+
+void SsdTier::superseded(Shard& shard, std::string_view key, uint8_t prev_flags, bool expired) {
+  if (prev_flags & kEntryCold) cold_keys_.fetch_sub(1, std::memory_order_relaxed);
   ShardState& st = shard_state_[shard.index()];
-  if (e.flags & (kEntrySsd | kEntryDemoting)) {
+  if (prev_flags & (kEntrySsd | kEntryDemoting)) {
     // The record (written, or queued behind this op) no longer holds the key's value.
-    const uint64_t ticket = enqueue(shard, Op{Op::kRemove, 0, 0, 0, std::string(item.key())});
+    const uint64_t ticket = enqueue(shard, Op{Op::kRemove, 0, 0, 0, std::string(key)});
     // An expired record never comes back (recovery skips it): nobody waits for its removal.
     if (!expired) raise_barrier(ticket);
   } else if (!expired) {
     // No record now, but one may still be queued for removal (another writer's change): this
     // change is acknowledged only after it.
-    if (auto it = st.pending.find(item.key()); it != st.pending.end()) raise_barrier(it->second);
+    if (auto it = st.pending.find(key); it != st.pending.end()) raise_barrier(it->second);
   }
 }
 
-void SsdTier::expire_changed(Shard& shard, const Shard::Item& item) {
-  raise_barrier(enqueue(shard, Op{Op::kExpire, 0, 0, item.second.expire_ms,
-                                  std::string(item.key())}));
-}
-
-void SsdTier::flushed() {
+void SsdTier::on_flush() {
   // Every shard is locked: forget what was queued per key (their commits find no entry) and
   // queue one op that empties the store, after every put queued so far.
   for (size_t i = 0; i < shard_state_.size(); ++i) {
@@ -186,7 +202,8 @@ uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now, bool queu
     if (e.value.use_count() != 1 || shard_state_[shard.index()].loading.count(item->key()))
       return 0;
     const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
-    e.value.reset();  // the last reference: freed here (the region's lock, not the disk)
+    ValueRef dropped;  // the last reference: freed here (the region's lock, not the disk)
+    shard.drop_value(item, &dropped);
     e.flags = static_cast<uint8_t>((e.flags & ~kEntryTransient) | kEntryCold);
     cold_keys_.fetch_add(1, std::memory_order_relaxed);
     stats_.free_drops.fetch_add(1, std::memory_order_relaxed);

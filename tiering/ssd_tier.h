@@ -8,10 +8,11 @@
 //
 // One ordered queue, one writer. Every change to the SSD store is an op in one queue, numbered
 // by a ticket and enqueued under the key's shard lock: a demotion's put (by the evictor, which
-// picks victims), the removal of a record superseded by a write, DEL or expiry (ShardHooks), a
+// picks victims), the removal of a record superseded by a write, DEL or expiry (on_change), a
 // deadline change, a FLUSHALL. One writer thread applies the ops in ticket order in WriteBatches.
 // So the store always holds a prefix of the keyspace's history, in the keyspace's order, and a
-// record is never removed after a newer one for its key was written.
+// record is never removed after a newer one for its key was written. The tier learns of the
+// keyspace's changes as its first observer (change.h).
 //
 // Demotion: the evictor (background thread or a write that needs room) calls demote() under the
 // shard lock. A value with an SSD copy leaves memory at once; any other is queued (the op holds
@@ -68,7 +69,7 @@ struct SsdTierOptions {
   std::function<void(bool warning, std::string_view message)> log;
 };
 
-class SsdTier final : public ShardHooks, public Demoter {
+class SsdTier final : public KeyspaceObserver, public Demoter {
  public:
   /// Opens the store (SsdStore::open) for `ks`. Null with the reason in `*status` on failure.
   static std::unique_ptr<SsdTier> open(Keyspace& ks, SsdTierOptions options, SsdStatus* status);
@@ -77,9 +78,9 @@ class SsdTier final : public ShardHooks, public Demoter {
   /// Rebuilds an entry (cold, no memory value) for every live record whose key is absent from
   /// the keyspace, and removes expired records. Call before start(). Returns the keys added.
   size_t recover(int64_t now_ms);
-  /// Installs the hooks on the keyspace and starts the writer thread.
+  /// Registers as the keyspace's observer and starts the writer thread.
   void start();
-  /// Writes what is queued, stops the writer and removes the hooks.
+  /// Writes what is queued, stops the writer and unregisters the observer.
   void stop();
   /// flush_on_shutdown: queues every memory-only value, waits until all is written and flushes
   /// RocksDB's memtables. Call after the connections stopped. Returns the values written.
@@ -114,10 +115,9 @@ class SsdTier final : public ShardHooks, public Demoter {
   /// Blocks until every op up to `ticket` is written.
   void wait_processed(uint64_t ticket);
 
-  // ---- ShardHooks (called under shard locks) ----
-  void superseded(Shard& shard, const Shard::Item& item, bool expired) override;
-  void expire_changed(Shard& shard, const Shard::Item& item) override;
-  void flushed() override;
+  // ---- KeyspaceObserver (called under shard locks): the keyspace's changes ----
+  void on_change(Shard& shard, const Change& change) override;
+  void on_flush() override;
 
   // ---- Demoter ----
   uint64_t demote(Shard& shard, Shard::Item* item, int64_t now, bool queue) override;
@@ -182,6 +182,9 @@ class SsdTier final : public ShardHooks, public Demoter {
   void fail(const SsdStatus& st, bool records_may_be_stale);
   void drop_to_capacity();
   void log(bool warning, const std::string& m) const;
+  // A change made `key`'s record (if any) stale: queue its removal (and, unless it `expired`,
+  // make the connection's reply wait for it). `prev_flags`: the entry's flags before.
+  void superseded(Shard& shard, std::string_view key, uint8_t prev_flags, bool expired);
   // A file whose presence says the store may hold superseded records: wiped at the next open.
   static std::string dirty_marker(const std::string& path);
   bool hit_enough(std::string_view key);

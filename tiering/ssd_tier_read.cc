@@ -98,13 +98,13 @@ SsdTier::Loaded SsdTier::load(std::string_view key, int64_t now,
         log(true, "ssd tier: record of a cold key is missing; key dropped");
         e.flags &= ~kEntrySsdFlags;
         cold_keys_.fetch_sub(1, std::memory_order_relaxed);
-        shard.erase(item);
+        shard.erase(item, ChangeCause::kTiering);
         return out;
       }
       out.status = st;
       return out;
     }
-    e.value = value;
+    shard.install_value(item, value);
     e.flags = static_cast<uint8_t>((e.flags & ~kEntryCold) | (keep ? 0 : kEntryTransient));
     cold_keys_.fetch_sub(1, std::memory_order_relaxed);
     out.pin = std::move(value);
@@ -127,7 +127,7 @@ void SsdTier::release(std::string_view key, const ValueRef& pin) {
   if (item == nullptr || item->second.value != pin || !(item->second.flags & kEntryTransient))
     return;
   Entry& e = item->second;
-  dropped = std::move(e.value);
+  shard.drop_value(item, &dropped);
   e.flags = static_cast<uint8_t>((e.flags & ~kEntryTransient) | kEntryCold);
   cold_keys_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -143,8 +143,7 @@ size_t SsdTier::recover(int64_t now) {
       ++present;
       return true;
     }
-    Shard::Item* item = shard.upsert(r.key, ValueRef(), r.expire_ms, now);
-    item->second.flags |= kEntrySsd | kEntryCold;
+    shard.recover(r.key, r.expire_ms, kEntrySsd | kEntryCold, now);
     if (++added % kRecoverLogEvery == 0)
       log(false, "ssd tier: recovering keys=" + std::to_string(added));
     return true;

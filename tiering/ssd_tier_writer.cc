@@ -147,7 +147,7 @@ void SsdTier::commit(std::vector<Op>& ops, const SsdStatus& st) {
     // reference besides the entry's and this op's), a read is loading it, or a lease holds it:
     // then it stays in both tiers, and a later eviction drops it without writing.
     if (e.value.use_count() == 2 && ss.loading.count(op.key) == 0 && !shard.leased(item, now)) {
-      released.push_back(std::move(e.value));
+      shard.drop_value(item, &released.emplace_back());
       e.flags |= kEntryCold;
       cold_keys_.fetch_add(1, std::memory_order_relaxed);
       stats_.demotions.fetch_add(1, std::memory_order_relaxed);
@@ -194,7 +194,7 @@ void SsdTier::drop_to_capacity() {
       // On SSD only: the key goes (an eviction, counted in evicted_keys).
       e.flags &= ~kEntrySsdFlags;
       cold_keys_.fetch_sub(1, std::memory_order_relaxed);
-      shard.erase(item);
+      shard.erase(item, ChangeCause::kEviction);
       stats_.dropped_keys.fetch_add(1, std::memory_order_relaxed);
       return true;
     }

@@ -5,15 +5,15 @@
 //
 // Reads that Redis does with LOOKUP_NOTOUCH (EXISTS, TYPE, TTL, OBJECT) use Shard::peek (counts
 // a hit or miss, leaves access stats alone); reads that touch (TOUCH, COPY's source) use lookup;
-// writes use find. Multi-key commands hold every involved shard through Keyspace::MultiLock, so
-// each one is atomic as in Redis. Values unlinked by a command are released after its locks drop.
+// writes use find. Every command holds its keys' shards through one tiering::KeyLock, so a
+// multi-key command is atomic as in Redis, and every change goes through the keyspace's write
+// path. Values unlinked by a command are released after its locks drop.
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <initializer_list>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,13 +23,13 @@
 #include "server/commands/family.h"
 #include "server/server.h"
 #include "tiering/glob.h"
+#include "tiering/key_lock.h"
 
 namespace server {
 namespace {
 
 using tiering::Entry;
-using tiering::Keyspace;
-using tiering::Shard;
+using tiering::KeyLock;
 using tiering::ValueRef;
 
 // Redis error texts used only here (db.c, expire.c, object.c; kIntRange from object.c's
@@ -48,66 +48,47 @@ std::span<const std::string_view> keys_of(const CommandContext& ctx) {
   return ctx.args.subspan(1);
 }
 
-bool live(const Entry& e, int64_t now) { return e.expire_ms == 0 || e.expire_ms > now; }
-
 // ---- DEL, UNLINK, EXISTS, TOUCH, TYPE ----
 
 // DEL and UNLINK alike: keys unlink at once, bytes go when the last reference drops.
 void cmd_del(CommandContext& ctx) {
-  std::vector<ValueRef> removed;  // outlives the lock: freed once the shards are released
-  {
-    Keyspace::MultiLock lock(ctx.ks, keys_of(ctx));
-    for (auto key : keys_of(ctx)) {
-      Shard& shard = ctx.ks.shard_of(key);
-      if (Shard::Item* item = shard.find(key, ctx.now_ms)) {
-        removed.push_back(std::move(item->second.value));
-        shard.erase(item);
-      }
+  int64_t removed = 0;
+  KeyLock lock(ctx.ks, keys_of(ctx), ctx.now_ms);  // values freed once the shards are released
+  for (auto key : keys_of(ctx)) {
+    if (const KeyLock::Item* item = lock.find(key)) {
+      lock.remove(item);
+      ++removed;
     }
   }
-  ctx.out.integer(static_cast<int64_t>(removed.size()));
+  ctx.out.integer(removed);
 }
 
 // EXISTS counts without touching access stats; TOUCH refreshes them. Duplicates count twice.
 void count_present(CommandContext& ctx, bool touch) {
   int64_t n = 0;
-  Keyspace::MultiLock lock(ctx.ks, keys_of(ctx));
-  for (auto key : keys_of(ctx)) {
-    Shard& shard = ctx.ks.shard_of(key);
-    if (touch ? shard.lookup(key, ctx.now_ms) : shard.peek(key, ctx.now_ms)) ++n;
-  }
+  KeyLock lock(ctx.ks, keys_of(ctx), ctx.now_ms);
+  for (auto key : keys_of(ctx))
+    if (touch ? lock.lookup(key) : lock.peek(key)) ++n;
   ctx.out.integer(n);
 }
 void cmd_exists(CommandContext& ctx) { count_present(ctx, false); }
 void cmd_touch(CommandContext& ctx) { count_present(ctx, true); }
 
 void cmd_type(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  ctx.out.simple(shard.peek(ctx.args[1], ctx.now_ms) ? "string" : "none");
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  ctx.out.simple(lock.peek(ctx.args[1]) ? "string" : "none");
 }
 
 // ---- RENAME, RENAMENX, COPY ----
 
 void rename_generic(CommandContext& ctx, bool nx) {
   std::string_view src = ctx.args[1], dst = ctx.args[2];
-  ValueRef replaced;  // the old value of dst, freed after the locks drop
-  Keyspace::MultiLock lock(ctx.ks, ctx.args.subspan(1, 2));
-  Shard& from = ctx.ks.shard_of(src);
-  Shard::Item* item = from.find(src, ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args.subspan(1, 2), ctx.now_ms);
+  const KeyLock::Item* item = lock.find(src);
   if (item == nullptr) return ctx.out.error(err::kNoSuchKey);
   if (src == dst) return nx ? ctx.out.integer(0) : ctx.out.ok();
-  Shard& to = ctx.ks.shard_of(dst);
-  if (Shard::Item* old = to.find(dst, ctx.now_ms)) {
-    if (nx) return ctx.out.integer(0);
-    replaced = std::move(old->second.value);
-  }
-  Entry moved = item->second;  // the value keeps its TTL and access stats
-  from.erase(item);
-  Shard::Item* at = to.upsert(dst, std::move(moved.value), moved.expire_ms, ctx.now_ms);
-  at->second.access = moved.access;
-  at->second.lfu = moved.lfu;
-  at->second.lfu_minutes = moved.lfu_minutes;
+  if (nx && lock.find(dst)) return ctx.out.integer(0);
+  lock.rename(item, dst);  // the value keeps its TTL and access stats
   if (nx) ctx.out.integer(1);
   else ctx.out.ok();
 }
@@ -132,16 +113,11 @@ void cmd_copy(CommandContext& ctx) {
   }
   std::string_view src = ctx.args[1], dst = ctx.args[2];
   if (src == dst) return ctx.out.error(kSameObject);
-  ValueRef replaced;
-  Keyspace::MultiLock lock(ctx.ks, ctx.args.subspan(1, 2));
-  Shard::Item* item = ctx.ks.shard_of(src).lookup(src, ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args.subspan(1, 2), ctx.now_ms);
+  const KeyLock::Item* item = lock.lookup(src);
   if (item == nullptr) return ctx.out.integer(0);
-  Shard& to = ctx.ks.shard_of(dst);
-  if (Shard::Item* old = to.find(dst, ctx.now_ms)) {
-    if (!replace) return ctx.out.integer(0);
-    replaced = std::move(old->second.value);
-  }
-  to.upsert(dst, item->second.value, item->second.expire_ms, ctx.now_ms);
+  if (!replace && lock.find(dst)) return ctx.out.integer(0);
+  lock.set(dst, item->second.value, item->second.expire_ms);
   ctx.out.integer(1);
 }
 
@@ -156,12 +132,9 @@ void cmd_keys(CommandContext& ctx) {
   std::string_view pattern = ctx.args[1];
   const bool all = pattern == "*";
   std::vector<std::string> keys;
-  for (size_t i = 0; i < ctx.ks.shard_count(); ++i) {
-    Shard& shard = ctx.ks.shard(i);
-    std::lock_guard lock(shard.mu);
-    for (const auto& [key, e] : shard.map())
-      if (live(e, ctx.now_ms) && (all || tiering::glob_match(pattern, key))) keys.push_back(key);
-  }
+  ctx.ks.for_each_live(ctx.now_ms, [&](std::string_view key, const Entry&) {
+    if (all || tiering::glob_match(pattern, key)) keys.emplace_back(key);
+  });
   reply_keys(ctx, keys);
 }
 
@@ -261,21 +234,15 @@ void expire_generic(CommandContext& ctx, std::string_view name, bool seconds, bo
   when += base;
 
   std::string_view key = ctx.args[1];
-  Shard& shard = ctx.ks.shard_of(key);
-  ValueRef dropped;  // declared before the lock: freed after it is released
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
+  KeyLock lock(ctx.ks, key, ctx.now_ms);
+  const KeyLock::Item* item = lock.find(key);
   if (item == nullptr) return ctx.out.integer(0);
   const int64_t cur = item->second.expire_ms;  // 0 = no TTL
   if (((flags & kNx) && cur != 0) || ((flags & kXx) && cur == 0) ||
       ((flags & kGt) && (cur == 0 || when <= cur)) || ((flags & kLt) && cur != 0 && when >= cur))
     return ctx.out.integer(0);
-  if (when <= ctx.now_ms) {
-    dropped = std::move(item->second.value);
-    shard.erase(item);
-  } else {
-    shard.set_expire(item, when);
-  }
+  if (when <= ctx.now_ms) lock.remove(item);  // as Redis: a deadline in the past deletes
+  else lock.set_expire(item, when);
   ctx.out.integer(1);
 }
 void cmd_expire(CommandContext& ctx) { expire_generic(ctx, "expire", true, false); }
@@ -287,9 +254,8 @@ void cmd_pexpireat(CommandContext& ctx) { expire_generic(ctx, "pexpireat", false
 
 // -2 missing, -1 no TTL; seconds round to nearest as Redis: (ms + 500) / 1000.
 void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.peek(ctx.args[1], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const KeyLock::Item* item = lock.peek(ctx.args[1]);
   if (item == nullptr) return ctx.out.integer(-2);
   const int64_t at = item->second.expire_ms;
   if (at == 0) return ctx.out.integer(-1);
@@ -302,11 +268,10 @@ void cmd_expiretime(CommandContext& ctx) { ttl_generic(ctx, false, true); }
 void cmd_pexpiretime(CommandContext& ctx) { ttl_generic(ctx, true, true); }
 
 void cmd_persist(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(ctx.args[1], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const KeyLock::Item* item = lock.find(ctx.args[1]);
   if (item == nullptr || item->second.expire_ms == 0) return ctx.out.integer(0);
-  shard.set_expire(item, 0);
+  lock.set_expire(item, 0);
   ctx.out.integer(1);
 }
 
@@ -315,9 +280,8 @@ void cmd_persist(CommandContext& ctx) {
 // Runs `fn(entry)` on the key of an OBJECT subcommand under its shard lock; nil when missing.
 template <class Fn>
 void with_object(CommandContext& ctx, Fn fn) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[2]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.peek(ctx.args[2], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[2], ctx.now_ms);
+  const KeyLock::Item* item = lock.peek(ctx.args[2]);
   if (item == nullptr) return ctx.out.null();
   fn(item->second);
 }

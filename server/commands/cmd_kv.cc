@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "rdma/segment.h"
@@ -20,11 +19,12 @@
 #include "server/errors.h"
 #include "server/commands/family.h"
 #include "server/server.h"
+#include "tiering/key_lock.h"
 
 namespace server {
 namespace {
 
-using tiering::Shard;
+using tiering::KeyLock;
 using tiering::ValueRef;
 
 constexpr std::string_view kNoRdma = "ERR RDMA is not available on this server";
@@ -156,6 +156,7 @@ ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error
     error = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
     return {};
   }
+  // No lock is held here: the allocation may make room (evict) if it must.
   ValueRef value = new_value(ctx, part.total);
   if (!copy_in(ctx, w, value->data(), part.total, error)) return {};
   ctx.server.stats().kv_put_bytes.fetch_add(part.total, std::memory_order_relaxed);
@@ -164,11 +165,9 @@ ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error
 
 // Publishes `value` at `key`. False when NX refused it.
 bool publish(CommandContext& ctx, std::string_view key, ValueRef value, const PutOptions& o) {
-  Shard& shard = ctx.ks.shard_of(key);
-  ValueRef replaced;  // released after the shard lock
-  std::lock_guard lock(shard.mu);
-  if (o.nx && shard.find(key, ctx.now_ms)) return false;
-  shard.upsert(key, std::move(value), o.expire_ms, ctx.now_ms, &replaced);
+  KeyLock lock(ctx.ks, key, ctx.now_ms);
+  if (o.nx && lock.find(key)) return false;
+  lock.set(key, std::move(value), o.expire_ms);
   return true;
 }
 
@@ -194,9 +193,8 @@ void get_one(CommandContext& ctx, const KeyPart& part) {
   const uint64_t window = w.total;
   ValueRef value;
   {
-    Shard& shard = ctx.ks.shard_of(part.key);
-    std::lock_guard lock(shard.mu);
-    Shard::Item* item = shard.lookup(part.key, ctx.now_ms);
+    KeyLock lock(ctx.ks, part.key, ctx.now_ms);
+    const KeyLock::Item* item = lock.lookup(part.key);
     if (item == nullptr) return ctx.out.null();
     value = item->second.value;
   }
@@ -373,11 +371,10 @@ void cmd_prefix(CommandContext& ctx) {
   for (size_t i = 1; i < end; ++i) {
     std::string_view key = ctx.args[i];
     {
-      Shard& shard = ctx.ks.shard_of(key);
-      std::lock_guard lock(shard.mu);
-      Shard::Item* item = shard.lookup(key, ctx.now_ms);
+      KeyLock lock(ctx.ks, key, ctx.now_ms);
+      const KeyLock::Item* item = lock.lookup(key);
       if (item == nullptr) break;
-      if (pin_ms >= 0) shard.lease(item, conn.id(), until);
+      if (pin_ms >= 0) lock.lease(item, conn.id(), until);
     }
     if (pin_ms >= 0) {
       int64_t& mine = conn.pins[std::string(key)];

@@ -4,7 +4,6 @@
 #include <malloc.h>
 
 #include <algorithm>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <variant>
@@ -14,13 +13,13 @@
 #include "server/errors.h"
 #include "server/commands/family.h"
 #include "server/server.h"
+#include "tiering/key_lock.h"
 #include "tiering/allocator.h"
 #include "tiering/memory_tier.h"
 
 namespace server {
 namespace {
 
-using tiering::Shard;
 
 // Bytes of one entry of a shard's expiry index (a std::set node: three links, a colour word,
 // the deadline and the node pointer).
@@ -38,34 +37,14 @@ void cmd_memory_usage(CommandContext& ctx) {
     if (*samples < 0) return ctx.out.error(err::kSyntax);
   }
   std::string_view key = ctx.args[2];
-  Shard& shard = ctx.ks.shard_of(key);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
+  tiering::KeyLock lock(ctx.ks, key, ctx.now_ms);
+  const tiering::KeyLock::Item* item = lock.find(key);
   if (item == nullptr) return ctx.out.null();
   // A value on SSD only takes no memory: the entry alone counts.
   const tiering::ValueRef& value = item->second.value;
   const size_t bytes =
-      (value ? value->allocated() : 0) + malloc_usable_size(item) + sizeof(void*);
+      (value ? value->allocated() : 0) + malloc_usable_size(const_cast<tiering::KeyLock::Item*>(item)) + sizeof(void*);
   ctx.out.integer(static_cast<int64_t>(bytes));
-}
-
-// Figures of the keyspace's tables, summed over the shards.
-struct TableFigures {
-  size_t keys = 0;
-  size_t main = 0;     // hash nodes without key bytes, plus bucket arrays
-  size_t expires = 0;  // expiry index entries
-};
-
-TableFigures table_figures(tiering::Keyspace& ks) {
-  TableFigures t;
-  for (size_t i = 0; i < ks.shard_count(); ++i) {
-    Shard& shard = ks.shard(i);
-    std::lock_guard lock(shard.mu);
-    t.keys += shard.size();
-    t.main += shard.size() * sizeof(Shard::Item) + shard.map().bucket_bytes();
-    t.expires += shard.volatile_size() * kExpiryEntryBytes;
-  }
-  return t;
 }
 
 // MEMORY STATS: Redis 7.0's map (object.c getMemoryOverheadData), in its order, with the fields
@@ -81,11 +60,12 @@ void cmd_memory_stats(CommandContext& ctx) {
   const uint64_t peak = std::max<uint64_t>(total, srv.stats().used_memory_peak.load());
   const uint64_t startup = srv.stats().used_memory_startup.load();
   const uint64_t rss = tiering::process_rss();
-  const TableFigures tables = table_figures(ctx.ks);
+  const tiering::Keyspace::TableFigures t = ctx.ks.table_figures();
+  const size_t expires_bytes = t.volatile_keys * kExpiryEntryBytes;
   // Each client's read buffer (16 KiB) and the large bulks being received.
   const uint64_t clients =
       srv.clients().count() * 16 * 1024 + srv.stats().reserved_bulk_bytes.load();
-  const uint64_t overhead = startup + clients + tables.main + tables.expires;
+  const uint64_t overhead = startup + clients + t.node_bytes + expires_bytes;
   const uint64_t net = total > startup ? total - startup : 1;
   const uint64_t dataset = total > overhead ? total - overhead : 0;
   // The allocators' view: jemalloc's active pages (the region's arena included) plus the
@@ -109,8 +89,8 @@ void cmd_memory_stats(CommandContext& ctx) {
       {"cluster.links", int64_t{0}}, {"aof.buffer", int64_t{0}}, {"lua.caches", int64_t{0}},
       {"functions.caches", int64_t{0}},
       {"db.0", int64_t{0}},  // a map of its own, written below
-      {"overhead.total", i64(overhead)}, {"keys.count", i64(tables.keys)},
-      {"keys.bytes-per-key", i64(tables.keys ? net / tables.keys : 0)},
+      {"overhead.total", i64(overhead)}, {"keys.count", i64(t.keys)},
+      {"keys.bytes-per-key", i64(t.keys ? net / t.keys : 0)},
       {"dataset.bytes", i64(dataset)},
       {"dataset.percentage", 100.0 * ratio(dataset, net)},
       {"peak.percentage", 100.0 * ratio(total, peak)},
@@ -133,9 +113,9 @@ void cmd_memory_stats(CommandContext& ctx) {
     if (std::string_view(name) == "db.0") {
       ctx.out.map(3);
       ctx.out.bulk("overhead.hashtable.main");
-      ctx.out.integer(i64(tables.main));
+      ctx.out.integer(i64(t.node_bytes));
       ctx.out.bulk("overhead.hashtable.expires");
-      ctx.out.integer(i64(tables.expires));
+      ctx.out.integer(i64(expires_bytes));
       ctx.out.bulk("overhead.hashtable.slot-to-keys");
       ctx.out.integer(0);
     } else if (const int64_t* n = std::get_if<int64_t>(&value)) {

@@ -2,18 +2,18 @@
 // Semantics and error texts follow Redis 7.0's t_string.c.
 #include <cmath>
 #include <cstring>
-#include <mutex>
 
 #include "server/arg_parser.h"
 #include "server/config.h"
 #include "server/errors.h"
 #include "server/commands/family.h"
 #include "server/server.h"
+#include "tiering/key_lock.h"
 
 namespace server {
 namespace {
 
-using tiering::Shard;
+using tiering::KeyLock;
 using tiering::ValueRef;
 
 int64_t max_string(CommandContext& ctx) { return ctx.server.config().num(Key::kProtoMaxBulkLen); }
@@ -28,12 +28,11 @@ struct SetOptions {
 // Sets key to value under SetOptions; replies as SET does (OK / nil / old value with GET).
 void set_generic(CommandContext& ctx, std::string_view key, ValueRef value,
                  const SetOptions& o) {
-  Shard& shard = ctx.ks.shard_of(key);
-  ValueRef old, replaced;  // released after the shard lock
+  ValueRef old;  // declared first: released after the lock
   bool done = false;
   {
-    std::lock_guard lock(shard.mu);
-    Shard::Item* item = o.get ? shard.lookup(key, ctx.now_ms) : shard.find(key, ctx.now_ms);
+    KeyLock lock(ctx.ks, key, ctx.now_ms);
+    const KeyLock::Item* item = o.get ? lock.lookup(key) : lock.find(key);
     if (item && o.get) old = item->second.value;
     if ((o.nx && item) || (o.xx && !item)) {
       done = false;
@@ -41,7 +40,7 @@ void set_generic(CommandContext& ctx, std::string_view key, ValueRef value,
       int64_t expire = 0;
       if (o.expire.kind == ExpireOption::kAt) expire = o.expire.at_ms;
       else if (o.expire.kind == ExpireOption::kKeep && item) expire = item->second.expire_ms;
-      shard.upsert(key, std::move(value), expire, ctx.now_ms, &replaced);
+      lock.set(key, std::move(value), expire);
       done = true;
     }
   }
@@ -77,11 +76,10 @@ void cmd_set(CommandContext& ctx) {
 }
 
 void cmd_setnx(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
   ValueRef value = value_from_arg(ctx, 2);
-  std::lock_guard lock(shard.mu);
-  if (shard.find(ctx.args[1], ctx.now_ms)) return ctx.out.integer(0);
-  shard.upsert(ctx.args[1], std::move(value), 0, ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  if (lock.find(ctx.args[1])) return ctx.out.integer(0);
+  lock.set(ctx.args[1], std::move(value), 0);
   ctx.out.integer(1);
 }
 
@@ -106,22 +104,19 @@ void cmd_getset(CommandContext& ctx) {
 // ---- reads ----
 
 void cmd_get(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const KeyLock::Item* item = lock.lookup(ctx.args[1]);
   if (item == nullptr) return ctx.out.null();
   reply_value(ctx.out, item->second.value);
 }
 
 void cmd_getdel(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
   ValueRef old;
   {
-    std::lock_guard lock(shard.mu);
-    Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+    KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+    const KeyLock::Item* item = lock.lookup(ctx.args[1]);
     if (item == nullptr) return ctx.out.null();
-    old = std::move(item->second.value);
-    shard.erase(item);
+    old = lock.remove(item);
   }
   reply_value(ctx.out, old);
 }
@@ -132,22 +127,20 @@ void cmd_getex(CommandContext& ctx) {
   while (!p.done() && p.ok())
     if (!parse_expire_option(p, "getex", ctx.now_ms, false, true, &e)) p.fail(err::kSyntax);
   if (!p.ok()) return ctx.out.error(p.error());
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const KeyLock::Item* item = lock.lookup(ctx.args[1]);
   if (item == nullptr) return ctx.out.null();
   reply_value(ctx.out, item->second.value);
-  if (e.kind == ExpireOption::kAt && e.at_ms <= ctx.now_ms) shard.erase(item);
-  else if (e.kind == ExpireOption::kAt) shard.set_expire(item, e.at_ms);
-  else if (e.kind == ExpireOption::kPersist) shard.set_expire(item, 0);
+  if (e.kind == ExpireOption::kAt && e.at_ms <= ctx.now_ms) lock.remove(item);
+  else if (e.kind == ExpireOption::kAt) lock.set_expire(item, e.at_ms);
+  else if (e.kind == ExpireOption::kPersist) lock.set_expire(item, 0);
 }
 
 void cmd_mget(CommandContext& ctx) {
   ctx.out.array(ctx.args.size() - 1);
   for (size_t i = 1; i < ctx.args.size(); ++i) {
-    Shard& shard = ctx.ks.shard_of(ctx.args[i]);
-    std::lock_guard lock(shard.mu);
-    Shard::Item* item = shard.lookup(ctx.args[i], ctx.now_ms);
+    KeyLock lock(ctx.ks, ctx.args[i], ctx.now_ms);
+    const KeyLock::Item* item = lock.lookup(ctx.args[i]);
     if (item) reply_value(ctx.out, item->second.value);
     else ctx.out.null();
   }
@@ -161,13 +154,12 @@ void mset_generic(CommandContext& ctx, bool nx) {
     keys.push_back(ctx.args[i]);
     values.push_back(value_from_arg(ctx, i + 1));
   }
-  tiering::Keyspace::MultiLock lock(ctx.ks, keys);
+  KeyLock lock(ctx.ks, keys, ctx.now_ms);
   if (nx) {
     for (auto k : keys)
-      if (ctx.ks.shard_of(k).find(k, ctx.now_ms)) return ctx.out.integer(0);
+      if (lock.find(k)) return ctx.out.integer(0);
   }
-  for (size_t i = 0; i < keys.size(); ++i)
-    ctx.ks.shard_of(keys[i]).upsert(keys[i], std::move(values[i]), 0, ctx.now_ms);
+  for (size_t i = 0; i < keys.size(); ++i) lock.set(keys[i], std::move(values[i]), 0);
   if (nx) ctx.out.integer(1);
   else ctx.out.ok();
 }
@@ -175,18 +167,16 @@ void cmd_mset(CommandContext& ctx) { mset_generic(ctx, false); }
 void cmd_msetnx(CommandContext& ctx) { mset_generic(ctx, true); }
 
 void cmd_strlen(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const KeyLock::Item* item = lock.lookup(ctx.args[1]);
   ctx.out.integer(item ? static_cast<int64_t>(item->second.value->size()) : 0);
 }
 
 void cmd_getrange(CommandContext& ctx) {
   auto start = parse_int(ctx.args[2]), end = parse_int(ctx.args[3]);
   if (!start || !end) return ctx.out.error(err::kNotInteger);
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.lookup(ctx.args[1], ctx.now_ms);
+  KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const KeyLock::Item* item = lock.lookup(ctx.args[1]);
   std::string_view v = item ? item->second.value->view() : std::string_view();
   int64_t s = *start, e = *end, len = static_cast<int64_t>(v.size());
   if (s < 0 && e < 0 && s > e) return ctx.out.bulk("");
@@ -201,36 +191,52 @@ void cmd_getrange(CommandContext& ctx) {
 
 // ---- in-place growth: APPEND, SETRANGE ----
 
-// Makes `item`'s value writable with room for `size` bytes: in place when this is the only
-// reference and capacity allows, else a copy into a new buffer grown like Redis's sds
-// (double below 1 MiB, then +1 MiB).
-ValueRef& writable(CommandContext& ctx, Shard& shard, Shard::Item* item, size_t size) {
-  shard.will_modify(item);  // an SSD copy of the old bytes is stale from here on
-  ValueRef& v = item->second.value;
-  if (v.use_count() != 1 || v->capacity() < size) {
-    size_t cap = size < (1u << 20) ? size * 2 : size + (1u << 20);
-    ValueRef grown = new_value(ctx, v->size(), cap);
-    std::memcpy(grown->data(), v->data(), v->size());
-    v = std::move(grown);
-  }
-  v->set_modified();
-  return v;
+// Redis's sds growth (sdsMakeRoomFor): double below 1 MiB, then +1 MiB.
+size_t grown_capacity(size_t size) {
+  return size < (1u << 20) ? size * 2 : size + (1u << 20);
 }
+
+// The bytes an APPEND or SETRANGE writes into: the value of `item` itself when the entry holds
+// the only reference and its block has room for `size` bytes, else a grown copy (allocated under
+// the lock: a full region throws NeedRoom before anything changed, and the pipeline runs the
+// command again once it made room). publish() then makes the change one kSet of the new bytes.
+struct Writable {
+  tiering::Value* bytes;
+  ValueRef grown;  // set when a copy was made
+
+  static Writable of(CommandContext& ctx, KeyLock& lock, const KeyLock::Item* item,
+                     size_t size) {
+    if (tiering::Value* v = lock.writable_in_place(item, size)) return {v, {}};
+    const ValueRef& old = item->second.value;
+    ValueRef grown = new_value(ctx, old->size(), grown_capacity(size));
+    std::memcpy(grown->data(), old->data(), old->size());
+    tiering::Value* bytes = grown.get();
+    return {bytes, std::move(grown)};
+  }
+  void publish(KeyLock& lock, const KeyLock::Item* item) {
+    bytes->set_modified();
+    if (grown) lock.set_value(item, std::move(grown));
+    else lock.modified(item);
+  }
+};
 
 void cmd_append(CommandContext& ctx) {
   std::string_view key = ctx.args[1], extra = ctx.args[2];
-  Shard& shard = ctx.ks.shard_of(key);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
+  KeyLock lock(ctx.ks, key, ctx.now_ms);
+  const KeyLock::Item* item = lock.find(key);
   if (item == nullptr) {
-    shard.upsert(key, value_from_arg(ctx, 2), 0, ctx.now_ms);
+    lock.set(key, value_from_arg(ctx, 2), 0);  // a large bulk's block as is: no copy
     return ctx.out.integer(static_cast<int64_t>(extra.size()));
   }
-  size_t old = item->second.value->size(), total = old + extra.size();
-  if (static_cast<int64_t>(total) > max_string(ctx)) return ctx.out.error(err::kStringTooLong);
-  ValueRef& v = writable(ctx, shard, item, total);
-  std::memcpy(v->data() + old, extra.data(), extra.size());
-  v->resize(total);
+  const size_t old = item->second.value->size();
+  // t_string.c checkStringLength(old + size), written so that it cannot overflow.
+  if (static_cast<int64_t>(extra.size()) > max_string(ctx) - static_cast<int64_t>(old))
+    return ctx.out.error(err::kStringTooLong);
+  const size_t total = old + extra.size();
+  Writable w = Writable::of(ctx, lock, item, total);
+  std::memcpy(w.bytes->data() + old, extra.data(), extra.size());
+  w.bytes->resize(total);
+  w.publish(lock, item);
   ctx.out.integer(static_cast<int64_t>(total));
 }
 
@@ -239,30 +245,47 @@ void cmd_setrange(CommandContext& ctx) {
   auto offset = parse_int(ctx.args[2]);
   if (!offset) return ctx.out.error(err::kNotInteger);
   if (*offset < 0) return ctx.out.error(err::kOffsetRange);
-  Shard& shard = ctx.ks.shard_of(key);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
-  size_t old = item ? item->second.value->size() : 0;
+  KeyLock lock(ctx.ks, key, ctx.now_ms);
+  const KeyLock::Item* item = lock.find(key);
+  const size_t old = item ? item->second.value->size() : 0;
   if (part.empty()) return ctx.out.integer(static_cast<int64_t>(old));
-  if (*offset + static_cast<int64_t>(part.size()) > max_string(ctx))
+  // t_string.c checkStringLength(offset + size), written so that it cannot overflow.
+  if (*offset > max_string(ctx) - static_cast<int64_t>(part.size()))
     return ctx.out.error(err::kStringTooLong);
-  size_t end = static_cast<size_t>(*offset) + part.size(), total = std::max(old, end);
-  if (item == nullptr)  // allocated before the key exists: on OOM nothing is created
-    item = shard.upsert(key, new_value(ctx, 0, total), 0, ctx.now_ms);
-  ValueRef& v = writable(ctx, shard, item, total);
-  if (static_cast<size_t>(*offset) > old) std::memset(v->data() + old, 0, *offset - old);
-  std::memcpy(v->data() + *offset, part.data(), part.size());
-  v->resize(total);
+  const size_t off = static_cast<size_t>(*offset), end = off + part.size();
+  const size_t total = std::max(old, end);
+  if (item == nullptr) {
+    // Allocated before the key exists: on a full region nothing is created.
+    ValueRef value = new_value(ctx, total);
+    std::memset(value->data(), 0, off);
+    std::memcpy(value->data() + off, part.data(), part.size());
+    value->set_modified();
+    lock.set(key, std::move(value), 0);
+    return ctx.out.integer(static_cast<int64_t>(total));
+  }
+  Writable w = Writable::of(ctx, lock, item, total);
+  if (off > old) std::memset(w.bytes->data() + old, 0, off - old);
+  std::memcpy(w.bytes->data() + off, part.data(), part.size());
+  w.bytes->resize(total);
+  w.publish(lock, item);
   ctx.out.integer(static_cast<int64_t>(total));
 }
 
 // ---- counters ----
 
+// Sets `key` to `text` (its new number), keeping its TTL when it exists (INCR, INCRBYFLOAT).
+// The value is allocated under the lock (NeedRoom before any change: see Writable).
+void set_number(CommandContext& ctx, KeyLock& lock, std::string_view key,
+                const KeyLock::Item* item, std::string_view text) {
+  ValueRef value = make_value(ctx, text);
+  if (item) lock.set_value(item, std::move(value));
+  else lock.set(key, std::move(value), 0);
+}
+
 void incr_generic(CommandContext& ctx, int64_t delta) {
   std::string_view key = ctx.args[1];
-  Shard& shard = ctx.ks.shard_of(key);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
+  KeyLock lock(ctx.ks, key, ctx.now_ms);
+  const KeyLock::Item* item = lock.find(key);
   int64_t cur = 0;
   if (item) {
     auto v = parse_int(item->second.value->view());
@@ -273,9 +296,7 @@ void incr_generic(CommandContext& ctx, int64_t delta) {
       (delta > 0 && cur > 0 && delta > INT64_MAX - cur))
     return ctx.out.error(err::kOverflow);
   const int64_t next = cur + delta;
-  ValueRef value = make_value(ctx, std::to_string(next));
-  if (item) shard.set_value(item, std::move(value));  // INCR keeps the TTL
-  else shard.upsert(key, std::move(value), 0, ctx.now_ms);
+  set_number(ctx, lock, key, item, std::to_string(next));
   ctx.out.integer(next);
 }
 
@@ -297,9 +318,8 @@ void cmd_incrbyfloat(CommandContext& ctx) {
   std::string_view key = ctx.args[1];
   auto incr = parse_long_double(ctx.args[2]);
   if (!incr) return ctx.out.error(err::kNotFloat);
-  Shard& shard = ctx.ks.shard_of(key);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.find(key, ctx.now_ms);
+  KeyLock lock(ctx.ks, key, ctx.now_ms);
+  const KeyLock::Item* item = lock.find(key);
   long double cur = 0;
   if (item) {
     auto v = parse_long_double(item->second.value->view());
@@ -308,10 +328,8 @@ void cmd_incrbyfloat(CommandContext& ctx) {
   }
   long double next = cur + *incr;
   if (std::isnan(next) || std::isinf(next)) return ctx.out.error(err::kNanOrInf);
-  std::string text = format_long_double(next);
-  ValueRef value = make_value(ctx, text);
-  if (item) shard.set_value(item, std::move(value));
-  else shard.upsert(key, std::move(value), 0, ctx.now_ms);
+  const std::string text = format_long_double(next);
+  set_number(ctx, lock, key, item, text);  // the result, not the increment, is what changed
   ctx.out.bulk(text);
 }
 

@@ -4,20 +4,16 @@
 // "memory": in memory only (a demotion may be queued); "ssd": on SSD only (a read loads it);
 // "memory+ssd": in memory with a written SSD copy (after a promotion, or a demotion that found
 // the value in use), so it leaves memory again without a write. Does not load or touch the key.
-#include <mutex>
-
 #include "server/commands/family.h"
 #include "server/server.h"
+#include "tiering/key_lock.h"
 
 namespace server {
 namespace {
 
-using tiering::Shard;
-
 void cmd_tier(CommandContext& ctx) {
-  Shard& shard = ctx.ks.shard_of(ctx.args[1]);
-  std::lock_guard lock(shard.mu);
-  Shard::Item* item = shard.peek(ctx.args[1], ctx.now_ms);
+  tiering::KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
+  const tiering::KeyLock::Item* item = lock.peek(ctx.args[1]);
   if (item == nullptr) return ctx.out.null();
   const tiering::Entry& e = item->second;
   if (!e.value) return ctx.out.bulk("ssd");

@@ -1,10 +1,13 @@
 #include "server/commands/family.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
 #include "server/arg_parser.h"
 #include "server/server.h"
+#include "tiering/keyspace.h"
+#include "tiering/need_room.h"
 
 namespace server {
 
@@ -48,8 +51,14 @@ tiering::ValueRef value_from_arg(const CommandContext& ctx, size_t i) {
 
 tiering::ValueRef new_value(const CommandContext& ctx, size_t size, size_t capacity) {
   tiering::ValueRef v = ctx.server.allocate_value(size, capacity);
-  if (!v) throw std::bad_alloc();
-  return v;
+  if (v) return v;
+  // Under a shard lock the allocation did not evict (Server::allocate_value): ask the
+  // pipeline to make room with no lock held and run the command again.
+  if (tiering::ShardMutex::held_by_this_thread() != 0) {
+    const size_t cap = std::max(size, capacity);
+    throw tiering::NeedRoom(cap + tiering::Value::region_overhead(cap));
+  }
+  throw std::bad_alloc();
 }
 
 tiering::ValueRef make_value(const CommandContext& ctx, std::string_view bytes) {

@@ -35,16 +35,17 @@ void reply_value(resp::Writer& out, const tiering::ValueRef& value);
 resp::Keepalive value_keepalive(tiering::ValueRef value);
 
 /// The value of argument `i` as a ValueRef: a large bulk read straight into its own value is
-/// shared as is (no copy); a small one is copied into a new value. Throws std::bad_alloc when
-/// the memory region cannot fit it (dispatch replies -OOM).
+/// shared as is (no copy); a small one is copied into a new value (as make_value()).
 tiering::ValueRef value_from_arg(const CommandContext& ctx, size_t i);
 
-/// A new value holding `bytes`; throws std::bad_alloc when the memory region cannot fit it
-/// (dispatch replies -OOM).
+/// A new value holding `bytes` (as new_value()).
 tiering::ValueRef make_value(const CommandContext& ctx, std::string_view bytes);
 
-/// A new value of `size` bytes in use and room for `capacity` (uninitialised); throws
-/// std::bad_alloc when the memory region cannot fit it. See Server::allocate_value.
+/// A new value of `size` bytes in use and room for `capacity` (uninitialised). When the region
+/// cannot fit it: with a shard lock held (a KeyLock), throws tiering::NeedRoom without evicting
+/// (the pipeline makes room with no lock held and runs the command again); else, after
+/// eviction per maxmemory-policy failed, throws std::bad_alloc (the pipeline replies -OOM).
+/// See Server::allocate_value.
 tiering::ValueRef new_value(const CommandContext& ctx, size_t size, size_t capacity = 0);
 
 /// OBJECT ENCODING of a string value: "int", "embstr" (<= 44 bytes) or "raw" (longer, or

@@ -111,8 +111,11 @@ TEST_CASE("dict: insert, find, erase, keys inline, structured bindings") {
   CHECK(d.find("a") == nullptr);
 }
 
-TEST_CASE("dict: the keyspace node is one 40-byte header plus the key") {
-  static_assert(sizeof(tiering::Shard::Item) == 40);  // next, Entry (ValueRef: 8), hash, length
+TEST_CASE("dict: the keyspace node is one 56-byte header plus the key") {
+  // next, Entry (ValueRef: 8, deadline, access stats, the slot list's two links), hash, length.
+  // The slot links (16 bytes) are Redis 7's slot_to_keys metadata: per-slot counts and
+  // iteration at O(keys in the slot).
+  static_assert(sizeof(tiering::Shard::Item) == 56);
   static_assert(sizeof(IntDict::Node) == 24);
 }
 

@@ -118,7 +118,7 @@ TEST_CASE("a value overwritten while queued stays in memory and its record is re
   Dir dir;
   Keyspace ks(8);
   auto tier = open_tier(ks, dir.path);
-  ks.set_hooks(tier.get());  // the writer starts later: both ops meet in one batch
+  ks.add_observer(tier.get());  // the writer starts later: both ops meet in one batch
   put(ks, "k", bytes(50 << 10, 'a'));
   CHECK(demote(*tier, ks, "k") > 0);
   SsdTier::take_barrier();
