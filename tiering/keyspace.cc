@@ -36,6 +36,8 @@ uint16_t hash_slot(std::string_view key) {
 
 // ---- Shard ----
 
+Shard::Shard() : own_slots_(new SlotKeys[kSlotCount]()), slots_(own_slots_.get()) {}
+
 void Shard::announce(ChangeKind kind, ChangeCause cause, uint8_t prev_flags,
                      std::string_view key, uint16_t slot, const ValueRef* value,
                      int64_t expire_ms) {
@@ -288,7 +290,7 @@ Keyspace::Keyspace(size_t shards, SlotFn slot_of)
   while (n < shards && n < kSlotCount) n <<= 1;
   shards_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto shard = std::make_unique<Shard>();
+    auto shard = std::unique_ptr<Shard>(new Shard(Shard::InKeyspace{}));
     shard->index_ = i;
     shard->slot_stride_ = n;
     shard->slot_fn_ = slot_fn_;

@@ -140,6 +140,12 @@ class Shard {
   /// relinking nodes, never moving them.
   using Item = Map::Node;
 
+  /// A shard of its own (unit tests): slots by hash_slot(), no observers. A Keyspace builds
+  /// its shards with its slot function, its slot lists and its observers instead.
+  Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
   /// Looks `key` up. An expired key is removed (counted in expired_keys; a kDelete change of
   /// cause kExpiry) and reads as missing. Does not touch access stats or hit/miss counters; see
   /// lookup() for reads.
@@ -258,12 +264,17 @@ class Shard {
   // Removes an expired key: a kDelete of cause kExpiry.
   void expire_item(Item* item);
 
+  struct InKeyspace {};
+  explicit Shard(InKeyspace) {}
+
   size_t index_ = 0;
   size_t slot_stride_ = 1;  // the shard count: this shard's slots are index_ + k * stride
   uint64_t seq_ = 0;
-  SlotFn slot_fn_ = nullptr;
-  SlotKeys* slots_ = nullptr;  // the keyspace's, indexed by slot (only this shard's are used)
-  const std::vector<KeyspaceObserver*>* observers_ = nullptr;  // the keyspace's
+  SlotFn slot_fn_ = &hash_slot;
+  std::unique_ptr<SlotKeys[]> own_slots_;  // a shard of its own: its slot lists
+  SlotKeys* slots_ = nullptr;  // indexed by slot (only this shard's are used)
+  static inline const std::vector<KeyspaceObserver*> kNoObservers;
+  const std::vector<KeyspaceObserver*>* observers_ = &kNoObservers;  // the keyspace's
   Map map_;
   std::set<std::pair<int64_t, Item*>> expiry_;  // (deadline, node in map_) of volatile keys
   struct Lease {
