@@ -27,8 +27,6 @@ namespace {
 using tiering::Shard;
 using tiering::ValueRef;
 
-constexpr std::string_view kNoRdma = "ERR RDMA is not available on this server";
-
 // One key's part of a command: its scatter-gather list.
 struct KeyPart {
   std::string_view key;
@@ -148,12 +146,11 @@ ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error
   if (!resolve(ctx, part.sgl, w, error)) return {};
   const uint64_t total = w.total;
   if (total != part.total) {
-    error = "ERR scatter-gather list is " + std::to_string(total) + " bytes, total_length is " +
-            std::to_string(part.total);
+    error = err::sgl_length_mismatch(total, part.total);
     return {};
   }
   if (part.total > static_cast<uint64_t>(ctx.server.config().num(Key::kProtoMaxBulkLen))) {
-    error = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+    error = err::kStringTooLong;
     return {};
   }
   ValueRef value = new_value(ctx, part.total);
@@ -202,8 +199,7 @@ void get_one(CommandContext& ctx, const KeyPart& part) {
   }
   const size_t size = value->size();
   if (size > window)
-    return ctx.out.error("ERR window of " + std::to_string(window) +
-                         " bytes is smaller than the value (" + std::to_string(size) + " bytes)");
+    return ctx.out.error(err::window_too_small(window, size));
   if (!copy_out(ctx, w, value->data(), size, error)) return ctx.out.error(error);
   ctx.server.stats().kv_get_bytes.fetch_add(size, std::memory_order_relaxed);
   ctx.out.integer(static_cast<int64_t>(size));
@@ -217,9 +213,7 @@ void cmd_register(CommandContext& ctx) {
     if (ctx.args.size() != 3) return ctx.out.error(err::kSyntax);
     auto length = parse_int(ctx.args[2]);
     if (!length || *length < 0) return ctx.out.error(err::kNotInteger);
-    if (conn.passed_fds.empty())
-      return ctx.out.error(
-          "ERR KV.REGISTER SHM needs a file descriptor passed over the Unix socket");
+    if (conn.passed_fds.empty()) return ctx.out.error(err::kShmNeedsFd);
     const int fd = conn.passed_fds.front();
     conn.passed_fds.pop_front();
     std::string error;
@@ -229,8 +223,8 @@ void cmd_register(CommandContext& ctx) {
   }
   if (iequals(ctx.args[1], "verbs")) {
     if (ctx.args.size() != 5) return ctx.out.error(err::kSyntax);
-    if (ctx.server.verbs() == nullptr) return ctx.out.error(kNoRdma);
-    if (!conn.verbs) return ctx.out.error("ERR KV.REGISTER VERBS needs KV.CONNECT VERBS first");
+    if (ctx.server.verbs() == nullptr) return ctx.out.error(err::kNoRdma);
+    if (!conn.verbs) return ctx.out.error(err::kVerbsNeedsConnect);
     auto addr = parse_int(ctx.args[2]), length = parse_int(ctx.args[3]);
     auto rkey = parse_int(ctx.args[4]);
     if (!addr || !length || !rkey || *addr < 0 || *length <= 0 || *rkey < 0 ||
@@ -248,14 +242,14 @@ void cmd_register(CommandContext& ctx) {
 void cmd_connect(CommandContext& ctx) {
   if (!iequals(ctx.args[1], "verbs")) return ctx.out.error(err::kSyntax);
   rdma::VerbsDevice* device = ctx.server.verbs();
-  if (device == nullptr) return ctx.out.error(kNoRdma);
+  if (device == nullptr) return ctx.out.error(err::kNoRdma);
   rdma::QpAddress remote;
   auto qpn = parse_int(ctx.args[3]), psn = parse_int(ctx.args[4]), mtu = parse_int(ctx.args[5]);
   if (!rdma::QpAddress::parse_gid(ctx.args[2], remote.gid))
-    return ctx.out.error("ERR invalid GID: 32 hex digits expected");
+    return ctx.out.error(err::kInvalidGid);
   if (!qpn || !psn || !mtu || *qpn < 0 || *qpn >= (1 << 24) || *psn < 0 || *psn >= (1 << 24) ||
       rdma::mtu_from_bytes(static_cast<uint32_t>(*mtu)) == ibv_mtu(0))
-    return ctx.out.error("ERR invalid queue pair address (qpn and psn: 24 bits; mtu: 256..4096)");
+    return ctx.out.error(err::kInvalidQpAddress);
   remote.qpn = static_cast<uint32_t>(*qpn);
   remote.psn = static_cast<uint32_t>(*psn);
   remote.mtu = static_cast<uint32_t>(*mtu);
@@ -312,7 +306,7 @@ size_t read_batch(CommandContext& ctx, bool with_total, std::vector<KeyPart>& pa
   ArgParser p(ctx.args, 1);
   const int64_t count = p.next_int();
   if (!p.ok()) return ctx.out.error(p.error()), 0;
-  if (count <= 0) return ctx.out.error("ERR count must be positive"), 0;
+  if (count <= 0) return ctx.out.error(err::kCountNotPositive), 0;
   parts.reserve(std::min<int64_t>(count, 4096));
   for (int64_t i = 0; i < count && p.ok(); ++i) {
     if (p.remaining() < (with_total ? 3u : 2u)) {
