@@ -22,6 +22,7 @@
 #include "server/errors.h"
 #include "server/commands/family.h"
 #include "server/server.h"
+#include "tiering/eviction.h"
 #include "tiering/glob.h"
 
 namespace server {
@@ -310,10 +311,10 @@ void with_object(CommandContext& ctx, Fn fn) {
   fn(item->second);
 }
 
-// Whether maxmemory-policy is volatile-lfu or allkeys-lfu (see config.cc for the order).
+// Whether maxmemory-policy is volatile-lfu or allkeys-lfu.
 bool lfu_policy(CommandContext& ctx) {
-  const int64_t p = ctx.server.config().num(Key::kMaxMemoryPolicy);
-  return p == 1 || p == 5;
+  auto p = tiering::parse_eviction_policy(ctx.server.config().choice(Key::kMaxMemoryPolicy));
+  return p && tiering::lfu_policy(*p);
 }
 
 void cmd_object_encoding(CommandContext& ctx) {
