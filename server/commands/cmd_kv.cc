@@ -405,13 +405,18 @@ void mget_keys(std::span<const std::string_view> args, std::vector<size_t>& out)
   }
 }
 
+// The most bytes a KV.PUT or KV.MPUT is said to write: no value is larger (tiering::ValueRef::
+// kMaxSize; the handler refuses a larger total_length). Client totals are capped here, so the
+// server-wide sums of the writes waiting for room (Evictor::want, room claims) cannot wrap.
+constexpr uint64_t kMaxWriteBytes = tiering::ValueRef::kMaxSize;
+
 // The bytes KV.PUT key total_length ... writes (for waiting on room before it runs).
 uint64_t put_bytes(std::span<const std::string_view> args) {
   auto total = args.size() > 2 ? parse_int(args[2]) : std::nullopt;
-  return total && *total > 0 ? static_cast<uint64_t>(*total) : 0;
+  return total && *total > 0 ? std::min(static_cast<uint64_t>(*total), kMaxWriteBytes) : 0;
 }
 
-// The bytes KV.MPUT count key total_length nsegs seg off len ... writes.
+// The bytes KV.MPUT count key total_length nsegs seg off len ... writes, at most kMaxWriteBytes.
 uint64_t mput_bytes(std::span<const std::string_view> args) {
   auto count = args.size() > 1 ? parse_int(args[1]) : std::nullopt;
   uint64_t bytes = 0;
@@ -421,7 +426,9 @@ uint64_t mput_bytes(std::span<const std::string_view> args) {
     if (!total || !nsegs || *total < 0 || *nsegs < 0 ||
         *nsegs > static_cast<int64_t>(args.size()))
       break;
-    bytes += static_cast<uint64_t>(*total);
+    // Each term and the sum stay <= kMaxWriteBytes (2^48): no overflow.
+    bytes = std::min(bytes + std::min(static_cast<uint64_t>(*total), kMaxWriteBytes),
+                     kMaxWriteBytes);
     at += 3 + 3 * static_cast<size_t>(*nsegs);
   }
   return bytes;
