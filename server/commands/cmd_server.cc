@@ -358,7 +358,11 @@ void cmd_debug(CommandContext& ctx) {
   if (iequals(ctx.args[1], "sleep") && ctx.args.size() == 3) {
     // As Redis: strtod, so a non-number sleeps 0 seconds.
     double secs = std::strtod(std::string(ctx.args[2]).c_str(), nullptr);
-    if (secs > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(secs * 1e6)));
+    // Microseconds beyond int64 (1e13 s, inf) do not convert (undefined behaviour). Redis's
+    // conversion overflows to a negative time there and it answers at once: so does this.
+    const double us = secs * 1e6;
+    if (secs > 0 && us < 0x1p63)
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(us)));
     return ctx.out.ok();
   }
   ctx.out.error(subcommand_syntax_error(ctx));
