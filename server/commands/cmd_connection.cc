@@ -152,9 +152,10 @@ void cmd_client_list(CommandContext& ctx) {
     } else if (p.eat("ID")) {
       if (p.done()) p.fail(err::kSyntax);
       while (!p.done() && p.ok()) {
+        // As Redis: an integer that is no client's id (0, negative) just matches none.
         auto id = parse_int(p.next());
-        if (!id || *id <= 0) return ctx.out.error(err::kInvalidClientId);
-        ids.push_back(static_cast<uint64_t>(*id));
+        if (!id) return ctx.out.error(err::kInvalidClientId);
+        ids.push_back(*id > 0 ? static_cast<uint64_t>(*id) : 0);  // ids start at 1
       }
     } else {
       p.fail(err::kSyntax);
