@@ -106,8 +106,16 @@ bool SegmentTable::resolve(std::span<const Descriptor> sgl, std::vector<iovec>& 
   for (const Descriptor& d : sgl) {
     const Segment* s = check(d, SegmentKind::kShm, error);
     if (s == nullptr) return false;
+    if (!add_length(total, d.length, error)) return false;
     out.push_back({s->base + d.offset, d.length});
-    total += d.length;
+  }
+  return true;
+}
+
+bool add_length(uint64_t& total, uint64_t length, std::string& error) {
+  if (__builtin_add_overflow(total, length, &total)) {
+    error = "ERR scatter-gather list is longer than 2^64-1 bytes";
+    return false;
   }
   return true;
 }

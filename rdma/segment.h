@@ -74,8 +74,9 @@ class SegmentTable {
 
   /// Checks a scatter-gather list of shm segments and turns it into iovecs of local mappings.
   /// Every descriptor must name a shm segment of this table, lie inside it, and have a nonzero
-  /// length. Returns false with `error` set on the first bad descriptor; `out` is then
-  /// unspecified and nothing may be moved. `total` receives the sum of the lengths.
+  /// length, and the lengths must add up to at most 2^64-1 (add_length). Returns false with
+  /// `error` set on the first bad descriptor; `out` is then unspecified and nothing may be
+  /// moved. `total` receives the sum of the lengths.
   bool resolve(std::span<const Descriptor> sgl, std::vector<iovec>& out, uint64_t& total,
                std::string& error) const;
 
@@ -90,6 +91,11 @@ class SegmentTable {
   std::map<uint64_t, Segment> segments_;
   uint64_t bytes_ = 0;
 };
+
+/// Adds a descriptor's `length` to its list's running `total`. False with `error` set ("ERR
+/// scatter-gather list is longer than 2^64-1 bytes") when the sum does not fit in 64 bits:
+/// each piece lies inside its segment, but a list may name the same large segment many times.
+bool add_length(uint64_t& total, uint64_t length, std::string& error);
 
 /// Copies `src` into the pieces of `dst` in order, from the first piece on, until `src` is
 /// exhausted; `src.size()` must not exceed the pieces' total.

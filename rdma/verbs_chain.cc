@@ -6,16 +6,13 @@ namespace rdma {
 
 namespace {
 
-uint64_t total_of(std::span<const LocalPiece> pieces) {
-  uint64_t n = 0;
-  for (const LocalPiece& p : pieces) n += p.length;
-  return n;
-}
-
-uint64_t total_of(std::span<const RemotePiece> pieces) {
-  uint64_t n = 0;
-  for (const RemotePiece& p : pieces) n += p.length;
-  return n;
+// The sum of the pieces' lengths; false when it does not fit in 64 bits.
+template <class Piece>
+bool total_of(std::span<const Piece> pieces, uint64_t& n) {
+  n = 0;
+  for (const Piece& p : pieces)
+    if (__builtin_add_overflow(n, p.length, &n)) return false;
+  return true;
 }
 
 }  // namespace
@@ -30,7 +27,11 @@ bool build_chain(std::span<const LocalPiece> local, std::span<const RemotePiece>
     error = "ERR RDMA work request limits are invalid";
     return false;
   }
-  const uint64_t local_total = total_of(local), remote_total = total_of(remote);
+  uint64_t local_total = 0, remote_total = 0;
+  if (!total_of(local, local_total) || !total_of(remote, remote_total)) {
+    error = "ERR RDMA scatter-gather list is longer than 2^64-1 bytes";
+    return false;
+  }
   if (local_total != remote_total) {
     error = "ERR RDMA scatter-gather lists differ in length (local " +
             std::to_string(local_total) + " bytes, remote " + std::to_string(remote_total) +

@@ -56,7 +56,7 @@ struct WorkChain {
 /// Fills `out` with the requests that move the bytes of `remote` to/from `local` in order,
 /// with `opcode` IBV_WR_RDMA_READ (remote -> local) or IBV_WR_RDMA_WRITE (local -> remote).
 /// Zero-length pieces are skipped. Returns false with `error` set (Redis style, "ERR ...") when
-/// the totals differ or a limit is zero; `out` is then unspecified.
+/// the totals differ or do not fit in 64 bits, or a limit is zero; `out` is then unspecified.
 bool build_chain(std::span<const LocalPiece> local, std::span<const RemotePiece> remote,
                  ibv_wr_opcode opcode, const ChainLimits& limits, WorkChain& out,
                  std::string& error);

@@ -80,8 +80,8 @@ bool resolve_remote(const SegmentTable& table, std::span<const Descriptor> sgl,
   for (const Descriptor& d : sgl) {
     const Segment* s = table.check(d, SegmentKind::kVerbs, error);
     if (s == nullptr) return false;
+    if (!add_length(total, d.length, error)) return false;
     out.push_back({s->remote_addr + d.offset, s->rkey, d.length});
-    total += d.length;
   }
   return true;
 }

@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <toml.hpp>
 
 #include "server/command.h"
+#include "tiering/eviction.h"
 #include "tiering/glob.h"
 
 namespace server {
@@ -25,6 +27,13 @@ struct Spec {
   int64_t min = 0, max = INT64_MAX;
   std::vector<const char*> choices = {};
 };
+
+// maxmemory-policy's names, from the one table of them (tiering::eviction_policy_names).
+std::vector<const char*> eviction_policy_choices() {
+  std::vector<const char*> out;
+  for (const auto& n : tiering::eviction_policy_names()) out.push_back(n.name.data());
+  return out;
+}
 
 const std::vector<Spec>& specs() {
   static const std::vector<Spec> table = {
@@ -44,8 +53,7 @@ const std::vector<Spec>& specs() {
        1024 * 1024},
       {Key::kMaxMemory, "maxmemory", Type::kSize, "0", true},
       {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "allkeys-lru", true, 0, 0,
-       {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
-        "allkeys-lfu", "allkeys-random", "noeviction"}},
+       eviction_policy_choices()},
       // The memory region every value lives in (tiering/memory_tier.h): reserved at start-up,
       // backed as it fills. At least 2 MiB (its rounding unit), at most 16 TiB.
       {Key::kMemoryCapacity, "memory.capacity", Type::kSize, "1gb", false, 2 * 1024 * 1024,
@@ -254,6 +262,13 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
   }
   nums_[i].store(*v, std::memory_order_relaxed);
   return std::nullopt;
+}
+
+std::string_view Config::choice(Key k) const {
+  const Spec& spec = *std::find_if(specs().begin(), specs().end(),
+                                   [k](const Spec& s) { return s.key == k; });
+  if (spec.type != Type::kEnum) return {};
+  return spec.choices[static_cast<size_t>(num(k))];
 }
 
 std::string Config::str(Key k) const {

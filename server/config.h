@@ -98,6 +98,9 @@ class Config {
   static constexpr int64_t kFractionScale = 1'000'000;
   /// The value of a string key.
   std::string str(Key k) const;
+  /// The name an enum key is set to ("allkeys-lru" for maxmemory-policy); empty for a key that
+  /// is not an enum. Map it to a type by name, never by num()'s position in the list.
+  std::string_view choice(Key k) const;
   /// Whether `name` is a known key.
   static bool known(std::string_view name);
 

@@ -131,7 +131,7 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms, std::string_view ahe
     if (!l.status.ok()) {
       WorkerStats::bump(worker_.stats.rejected);
       if (l.status.code == tiering::SsdStatus::Code::kNoMemory) writer_.error(err::kOom);
-      else writer_.error("ERR SSD tier read failed: " + l.status.message);
+      else writer_.error(err::ssd_read_failed(l.status.message));
       co_return false;  // ssd_release() drops what the others loaded
     }
     if (!l.pin) continue;  // the key went away meanwhile: the command finds it missing

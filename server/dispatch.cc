@@ -12,29 +12,13 @@
 
 namespace server {
 
-namespace {
-
-// "ERR unknown command 'foo', with args beginning with: 'a' 'b' " (server.c processCommand).
-std::string unknown_command(const resp::Request& req) {
-  std::string args;
-  for (size_t i = 1; i < req.size() && args.size() < 128; ++i) {
-    size_t room = 128 - args.size();
-    args.append("'").append(req[i].substr(0, room)).append("' ");
-  }
-  std::string text = "ERR unknown command '";
-  text.append(req[0].substr(0, 128)).append("', with args beginning with: ").append(args);
-  return text;
-}
-
-}  // namespace
-
 void Connection::execute(const resp::Request& req, int64_t now_ms) {
   if (req.empty()) return;
   WorkerStats& stats = worker_.stats;
   const CommandSpec* spec = server_.commands().find(req[0]);
   if (spec == nullptr) {
     WorkerStats::bump(stats.rejected);
-    writer_.error(unknown_command(req));
+    writer_.error(err::unknown_command(req.args()));
     return;
   }
   if (!spec->subcommands.empty() && req.size() >= 2) {

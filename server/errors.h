@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cctype>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -50,6 +52,138 @@ inline constexpr std::string_view kProtectedMode =
     "for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication "
     "password for the default user. NOTE: You only need to do one of the above things in order "
     "for the server to start accepting connections from the outside.";
+
+// ---- Redis's texts, by where Redis replies them ----
+
+// db.c, expire.c, object.c (generic key commands).
+inline constexpr std::string_view kSameObject = "ERR source and destination objects are the same";
+inline constexpr std::string_view kInvalidCursor = "ERR invalid cursor";
+/// object.c getRangeLongFromObjectOrReply for an int (COPY's DB).
+inline constexpr std::string_view kIntRange =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
+inline constexpr std::string_view kExpireGtLt =
+    "ERR GT and LT options at the same time are not compatible";
+inline constexpr std::string_view kLfuSelected =
+    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
+    "switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+// t_string.c.
+inline constexpr std::string_view kDecrementOverflow = "ERR decrement would overflow";
+
+// networking.c (HELLO, CLIENT).
+inline constexpr std::string_view kProtocolVersion =
+    "ERR Protocol version is not an integer or out of range";
+inline constexpr std::string_view kNoProto = "NOPROTO unsupported protocol version";
+inline constexpr std::string_view kHelloNoAuth =
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
+    "AUTH <user> <pass> option can be used to authenticate the client and select the RESP "
+    "protocol version at the same time";
+inline constexpr std::string_view kClientNameChars =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+inline constexpr std::string_view kInvalidClientId = "ERR Invalid client ID";
+inline constexpr std::string_view kClientIdPositive = "ERR client-id should be greater than 0";
+
+// server.c (COMMAND GETKEYS, SHUTDOWN), slowlog.c.
+inline constexpr std::string_view kInvalidCommand = "ERR Invalid command specified";
+inline constexpr std::string_view kNoKeyArguments = "ERR The command has no key arguments";
+inline constexpr std::string_view kInvalidArgCount =
+    "ERR Invalid number of arguments specified for command";
+inline constexpr std::string_view kInvalidArguments = "ERR Invalid arguments specified for command";
+inline constexpr std::string_view kNoShutdown = "ERR No shutdown in progress.";
+inline constexpr std::string_view kSlowlogCount = "ERR count should be greater than or equal to -1";
+
+// ---- stratakv's own texts (no Redis counterpart) ----
+
+// The fast path (docs/fast-path.md): KV.REGISTER, KV.CONNECT, KV.MPUT/KV.MGET.
+inline constexpr std::string_view kNoRdma = "ERR RDMA is not available on this server";
+inline constexpr std::string_view kShmNeedsFd =
+    "ERR KV.REGISTER SHM needs a file descriptor passed over the Unix socket";
+inline constexpr std::string_view kVerbsNeedsConnect =
+    "ERR KV.REGISTER VERBS needs KV.CONNECT VERBS first";
+inline constexpr std::string_view kInvalidGid = "ERR invalid GID: 32 hex digits expected";
+inline constexpr std::string_view kInvalidQpAddress =
+    "ERR invalid queue pair address (qpn and psn: 24 bits; mtu: 256..4096)";
+inline constexpr std::string_view kCountNotPositive = "ERR count must be positive";
+
+/// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
+inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {
+  return "ERR scatter-gather list is " + std::to_string(sgl_bytes) + " bytes, total_length is " +
+         std::to_string(total_length);
+}
+
+/// "ERR window of 10 bytes is smaller than the value (12 bytes)" (KV.GET/KV.MGET).
+inline std::string window_too_small(uint64_t window, uint64_t value_bytes) {
+  return "ERR window of " + std::to_string(window) + " bytes is smaller than the value (" +
+         std::to_string(value_bytes) + " bytes)";
+}
+
+/// "ERR SSD tier read failed: <why>" (a key on SSD could not be loaded for a command).
+inline std::string ssd_read_failed(std::string_view why) {
+  return "ERR SSD tier read failed: " + std::string(why);
+}
+
+// ---- Redis's texts with parameters ----
+
+/// "ERR unknown command 'foo', with args beginning with: 'a' 'b' " (server.c processCommand):
+/// the name cut at 128 bytes, then the arguments quoted while less than 128 bytes are shown.
+inline std::string unknown_command(std::span<const std::string_view> argv) {
+  std::string args;
+  for (size_t i = 1; i < argv.size() && args.size() < 128; ++i) {
+    const size_t room = 128 - args.size();
+    args.append("'").append(argv[i].substr(0, room)).append("' ");
+  }
+  std::string text = "ERR unknown command '";
+  text.append(argv.empty() ? std::string_view() : argv[0].substr(0, 128))
+      .append("', with args beginning with: ")
+      .append(args);
+  return text;
+}
+
+/// "ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP."
+/// (networking.c addReplySubcommandSyntaxError; `container` is upper-cased).
+inline std::string subcommand_syntax(std::string_view sub, std::string_view container) {
+  std::string upper(container);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return "ERR unknown subcommand or wrong number of arguments for '" +
+         std::string(sub.substr(0, 128)) + "'. Try " + upper + " HELP.";
+}
+
+/// "ERR Unknown option or number of arguments for CONFIG SET - 'foo'" (config.c).
+inline std::string config_set_unknown(std::string_view names) {
+  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(names) +
+         "'";
+}
+
+/// "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - <why>" (config.c).
+inline std::string config_set_failed(std::string_view name, std::string_view why) {
+  return "ERR CONFIG SET failed (possibly related to argument '" + std::string(name) + "') - " +
+         std::string(why);
+}
+
+/// "ERR Unsupported option foo" (expire.c, EXPIRE's NX/XX/GT/LT).
+inline std::string unsupported_option(std::string_view option) {
+  return "ERR Unsupported option " + std::string(option);
+}
+
+/// "ERR Syntax error in HELLO option 'foo'" (networking.c helloCommand).
+inline std::string hello_syntax(std::string_view option) {
+  return "ERR Syntax error in HELLO option '" + std::string(option) + "'";
+}
+
+/// "ERR Unknown client type 'foo'" (networking.c, CLIENT LIST TYPE).
+inline std::string unknown_client_type(std::string_view type) {
+  return "ERR Unknown client type '" + std::string(type) + "'";
+}
+
+/// "ERR Unrecognized option 'foo'" (networking.c, CLIENT SETINFO; Redis 7.2).
+inline std::string unrecognized_option(std::string_view option) {
+  return "ERR Unrecognized option '" + std::string(option) + "'";
+}
+
+/// "ERR lib-name cannot contain spaces, newlines or special characters." (CLIENT SETINFO).
+inline std::string client_attr_chars(std::string_view attr) {
+  return "ERR " + std::string(attr) + " cannot contain spaces, newlines or special characters.";
+}
 
 /// "ERR wrong number of arguments for 'get' command"
 inline std::string wrong_arity(std::string_view command) {

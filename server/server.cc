@@ -188,7 +188,9 @@ bool Server::make_room_for_write(int64_t now_ms) { return evictor_.make_room(0, 
 
 void Server::sync_eviction_options() {
   tiering::EvictionOptions o = evictor_.options();
-  o.policy = static_cast<tiering::EvictionPolicy>(config_.num(Key::kMaxMemoryPolicy));
+  // The config holds only valid names: the fallback is never taken.
+  o.policy = tiering::parse_eviction_policy(config_.choice(Key::kMaxMemoryPolicy))
+                 .value_or(tiering::EvictionPolicy::kNoEviction);
   o.maxmemory = memory_limit();
   o.high_watermark = config_.fraction(Key::kEvictionHighWatermark);
   o.low_watermark = std::min(config_.fraction(Key::kEvictionLowWatermark), o.high_watermark);

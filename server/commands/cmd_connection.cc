@@ -47,8 +47,8 @@ void cmd_hello(CommandContext& ctx) {
   ArgParser p(ctx.args, 1);
   if (!p.done()) {
     auto v = parse_int(p.next());
-    if (!v) return ctx.out.error("ERR Protocol version is not an integer or out of range");
-    if (*v < 2 || *v > 3) return ctx.out.error("NOPROTO unsupported protocol version");
+    if (!v) return ctx.out.error(err::kProtocolVersion);
+    if (*v < 2 || *v > 3) return ctx.out.error(err::kNoProto);
     proto = static_cast<int>(*v);
   }
   std::string_view user, pass, name;
@@ -63,7 +63,7 @@ void cmd_hello(CommandContext& ctx) {
       name = p.next();
       setname = true;
     } else {
-      return ctx.out.error("ERR Syntax error in HELLO option '" + std::string(opt) + "'");
+      return ctx.out.error(err::hello_syntax(opt));
     }
   }
   if (auth) {
@@ -71,15 +71,10 @@ void cmd_hello(CommandContext& ctx) {
     ctx.conn.authenticated = true;
   }
   if (!ctx.conn.authenticated && ctx.server.config().num(Key::kRequirePass) != 0)
-    return ctx.out.error(
-        "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-        "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
-        "select the RESP protocol version at the same time");
+    return ctx.out.error(err::kHelloNoAuth);
   if (setname) {
     for (char c : name)
-      if (c < '!' || c > '~')
-        return ctx.out.error(
-            "ERR Client names cannot contain spaces, newlines or special characters.");
+      if (c < '!' || c > '~') return ctx.out.error(err::kClientNameChars);
     ctx.conn.set_name(std::string(name));
   }
   ctx.conn.set_protocol(proto);
@@ -133,7 +128,7 @@ void cmd_client_id(CommandContext& ctx) { ctx.out.integer(static_cast<int64_t>(c
 
 void cmd_client_setname(CommandContext& ctx) {
   if (!valid_client_text(ctx.args[2]))
-    return ctx.out.error("ERR Client names cannot contain spaces, newlines or special characters.");
+    return ctx.out.error(err::kClientNameChars);
   ctx.conn.set_name(std::string(ctx.args[2]));
   ctx.out.ok();
 }
@@ -152,14 +147,15 @@ void cmd_client_list(CommandContext& ctx) {
       std::string_view type = p.next();
       if (!iequals(type, "normal") && !iequals(type, "master") && !iequals(type, "replica") &&
           !iequals(type, "pubsub"))
-        return ctx.out.error("ERR Unknown client type '" + std::string(type) + "'");
+        return ctx.out.error(err::unknown_client_type(type));
       if (!iequals(type, "normal")) return ctx.out.verbatim("txt", "");
     } else if (p.eat("ID")) {
       if (p.done()) p.fail(err::kSyntax);
       while (!p.done() && p.ok()) {
+        // As Redis: an integer that is no client's id (0, negative) just matches none.
         auto id = parse_int(p.next());
-        if (!id || *id <= 0) return ctx.out.error("ERR Invalid client ID");
-        ids.push_back(static_cast<uint64_t>(*id));
+        if (!id) return ctx.out.error(err::kInvalidClientId);
+        ids.push_back(*id > 0 ? static_cast<uint64_t>(*id) : 0);  // ids start at 1
       }
     } else {
       p.fail(err::kSyntax);
@@ -184,9 +180,9 @@ void cmd_client_setinfo(CommandContext& ctx) {
   std::string lower;
   to_lower(attr, &lower);
   if (lower != "lib-name" && lower != "lib-ver")
-    return ctx.out.error("ERR Unrecognized option '" + std::string(attr) + "'");
+    return ctx.out.error(err::unrecognized_option(attr));
   if (!valid_client_text(value))
-    return ctx.out.error("ERR " + lower + " cannot contain spaces, newlines or special characters.");
+    return ctx.out.error(err::client_attr_chars(lower));
   ctx.conn.set_lib(lower, std::string(value));
   ctx.out.ok();
 }
@@ -202,7 +198,7 @@ void cmd_client_kill(CommandContext& ctx) {
     while (!p.done() && p.ok()) {
       if (p.eat("ID")) {
         auto v = parse_int(p.next());
-        if (!v || *v <= 0) return ctx.out.error("ERR client-id should be greater than 0");
+        if (!v || *v <= 0) return ctx.out.error(err::kClientIdPositive);
         id = static_cast<uint64_t>(*v);
       } else if (p.eat("ADDR")) {
         addr = p.next();

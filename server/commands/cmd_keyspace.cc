@@ -22,6 +22,7 @@
 #include "server/errors.h"
 #include "server/commands/family.h"
 #include "server/server.h"
+#include "tiering/eviction.h"
 #include "tiering/glob.h"
 #include "tiering/key_lock.h"
 
@@ -31,18 +32,6 @@ namespace {
 using tiering::Entry;
 using tiering::KeyLock;
 using tiering::ValueRef;
-
-// Redis error texts used only here (db.c, expire.c, object.c; kIntRange from object.c's
-// getRangeLongFromObjectOrReply for COPY's DB).
-constexpr std::string_view kSameObject = "ERR source and destination objects are the same";
-constexpr std::string_view kInvalidCursor = "ERR invalid cursor";
-constexpr std::string_view kIntRange =
-    "ERR value is out of range, value must between -2147483648 and 2147483647";
-constexpr std::string_view kExpireGtLt =
-    "ERR GT and LT options at the same time are not compatible";
-constexpr std::string_view kLfuSelected =
-    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
-    "switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 std::span<const std::string_view> keys_of(const CommandContext& ctx) {
   return ctx.args.subspan(1);
@@ -105,14 +94,14 @@ void cmd_copy(CommandContext& ctx) {
     } else if (iequals(ctx.args[i], "db") && i + 1 < ctx.args.size()) {
       auto db = parse_int(ctx.args[++i]);
       if (!db) return ctx.out.error(err::kNotInteger);
-      if (*db < INT_MIN || *db > INT_MAX) return ctx.out.error(kIntRange);
+      if (*db < INT_MIN || *db > INT_MAX) return ctx.out.error(err::kIntRange);
       if (*db != 0) return ctx.out.error(err::kDbIndexRange);  // one database only
     } else {
       return ctx.out.error(err::kSyntax);
     }
   }
   std::string_view src = ctx.args[1], dst = ctx.args[2];
-  if (src == dst) return ctx.out.error(kSameObject);
+  if (src == dst) return ctx.out.error(err::kSameObject);
   KeyLock lock(ctx.ks, ctx.args.subspan(1, 2), ctx.now_ms);
   const KeyLock::Item* item = lock.lookup(src);
   if (item == nullptr) return ctx.out.integer(0);
@@ -153,7 +142,7 @@ std::optional<uint64_t> parse_cursor(std::string_view s) {
 // SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
 void cmd_scan(CommandContext& ctx) {
   auto cursor = parse_cursor(ctx.args[1]);
-  if (!cursor) return ctx.out.error(kInvalidCursor);
+  if (!cursor) return ctx.out.error(err::kInvalidCursor);
   size_t count = 10;
   std::string_view pattern, type;
   bool use_pattern = false, use_type = false;
@@ -217,10 +206,10 @@ void expire_generic(CommandContext& ctx, std::string_view name, bool seconds, bo
     else if (iequals(o, "xx")) flags |= kXx;
     else if (iequals(o, "gt")) flags |= kGt;
     else if (iequals(o, "lt")) flags |= kLt;
-    else return ctx.out.error("ERR Unsupported option " + std::string(o));
+    else return ctx.out.error(err::unsupported_option(o));
   }
   if ((flags & kNx) && (flags & (kXx | kGt | kLt))) return ctx.out.error(err::kExpireFlags);
-  if ((flags & kGt) && (flags & kLt)) return ctx.out.error(kExpireGtLt);
+  if ((flags & kGt) && (flags & kLt)) return ctx.out.error(err::kExpireGtLt);
   auto value = parse_int(ctx.args[2]);
   if (!value) return ctx.out.error(err::kNotInteger);
   int64_t when = *value;
@@ -286,10 +275,10 @@ void with_object(CommandContext& ctx, Fn fn) {
   fn(item->second);
 }
 
-// Whether maxmemory-policy is volatile-lfu or allkeys-lfu (see config.cc for the order).
+// Whether maxmemory-policy is volatile-lfu or allkeys-lfu.
 bool lfu_policy(CommandContext& ctx) {
-  const int64_t p = ctx.server.config().num(Key::kMaxMemoryPolicy);
-  return p == 1 || p == 5;
+  auto p = tiering::parse_eviction_policy(ctx.server.config().choice(Key::kMaxMemoryPolicy));
+  return p && tiering::lfu_policy(*p);
 }
 
 void cmd_object_encoding(CommandContext& ctx) {
@@ -306,7 +295,7 @@ void cmd_object_freq(CommandContext& ctx) {
 
 void cmd_object_idletime(CommandContext& ctx) {
   with_object(ctx, [&](const Entry& e) {
-    if (lfu_policy(ctx)) return ctx.out.error(kLfuSelected);
+    if (lfu_policy(ctx)) return ctx.out.error(err::kLfuSelected);
     ctx.out.integer(static_cast<int64_t>(tiering::lru_idle_ms(e.access, ctx.now_ms) / 1000));
   });
 }

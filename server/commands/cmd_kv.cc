@@ -27,8 +27,6 @@ namespace {
 using tiering::KeyLock;
 using tiering::ValueRef;
 
-constexpr std::string_view kNoRdma = "ERR RDMA is not available on this server";
-
 // One key's part of a command: its scatter-gather list.
 struct KeyPart {
   std::string_view key;
@@ -148,12 +146,11 @@ ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error
   if (!resolve(ctx, part.sgl, w, error)) return {};
   const uint64_t total = w.total;
   if (total != part.total) {
-    error = "ERR scatter-gather list is " + std::to_string(total) + " bytes, total_length is " +
-            std::to_string(part.total);
+    error = err::sgl_length_mismatch(total, part.total);
     return {};
   }
   if (part.total > static_cast<uint64_t>(ctx.server.config().num(Key::kProtoMaxBulkLen))) {
-    error = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+    error = err::kStringTooLong;
     return {};
   }
   // No lock is held here: the allocation may make room (evict) if it must.
@@ -200,8 +197,7 @@ void get_one(CommandContext& ctx, const KeyPart& part) {
   }
   const size_t size = value->size();
   if (size > window)
-    return ctx.out.error("ERR window of " + std::to_string(window) +
-                         " bytes is smaller than the value (" + std::to_string(size) + " bytes)");
+    return ctx.out.error(err::window_too_small(window, size));
   if (!copy_out(ctx, w, value->data(), size, error)) return ctx.out.error(error);
   ctx.server.stats().kv_get_bytes.fetch_add(size, std::memory_order_relaxed);
   ctx.out.integer(static_cast<int64_t>(size));
@@ -215,9 +211,7 @@ void cmd_register(CommandContext& ctx) {
     if (ctx.args.size() != 3) return ctx.out.error(err::kSyntax);
     auto length = parse_int(ctx.args[2]);
     if (!length || *length < 0) return ctx.out.error(err::kNotInteger);
-    if (conn.passed_fds.empty())
-      return ctx.out.error(
-          "ERR KV.REGISTER SHM needs a file descriptor passed over the Unix socket");
+    if (conn.passed_fds.empty()) return ctx.out.error(err::kShmNeedsFd);
     const int fd = conn.passed_fds.front();
     conn.passed_fds.pop_front();
     std::string error;
@@ -227,8 +221,8 @@ void cmd_register(CommandContext& ctx) {
   }
   if (iequals(ctx.args[1], "verbs")) {
     if (ctx.args.size() != 5) return ctx.out.error(err::kSyntax);
-    if (ctx.server.verbs() == nullptr) return ctx.out.error(kNoRdma);
-    if (!conn.verbs) return ctx.out.error("ERR KV.REGISTER VERBS needs KV.CONNECT VERBS first");
+    if (ctx.server.verbs() == nullptr) return ctx.out.error(err::kNoRdma);
+    if (!conn.verbs) return ctx.out.error(err::kVerbsNeedsConnect);
     auto addr = parse_int(ctx.args[2]), length = parse_int(ctx.args[3]);
     auto rkey = parse_int(ctx.args[4]);
     if (!addr || !length || !rkey || *addr < 0 || *length <= 0 || *rkey < 0 ||
@@ -246,14 +240,14 @@ void cmd_register(CommandContext& ctx) {
 void cmd_connect(CommandContext& ctx) {
   if (!iequals(ctx.args[1], "verbs")) return ctx.out.error(err::kSyntax);
   rdma::VerbsDevice* device = ctx.server.verbs();
-  if (device == nullptr) return ctx.out.error(kNoRdma);
+  if (device == nullptr) return ctx.out.error(err::kNoRdma);
   rdma::QpAddress remote;
   auto qpn = parse_int(ctx.args[3]), psn = parse_int(ctx.args[4]), mtu = parse_int(ctx.args[5]);
   if (!rdma::QpAddress::parse_gid(ctx.args[2], remote.gid))
-    return ctx.out.error("ERR invalid GID: 32 hex digits expected");
+    return ctx.out.error(err::kInvalidGid);
   if (!qpn || !psn || !mtu || *qpn < 0 || *qpn >= (1 << 24) || *psn < 0 || *psn >= (1 << 24) ||
       rdma::mtu_from_bytes(static_cast<uint32_t>(*mtu)) == ibv_mtu(0))
-    return ctx.out.error("ERR invalid queue pair address (qpn and psn: 24 bits; mtu: 256..4096)");
+    return ctx.out.error(err::kInvalidQpAddress);
   remote.qpn = static_cast<uint32_t>(*qpn);
   remote.psn = static_cast<uint32_t>(*psn);
   remote.mtu = static_cast<uint32_t>(*mtu);
@@ -310,7 +304,7 @@ size_t read_batch(CommandContext& ctx, bool with_total, std::vector<KeyPart>& pa
   ArgParser p(ctx.args, 1);
   const int64_t count = p.next_int();
   if (!p.ok()) return ctx.out.error(p.error()), 0;
-  if (count <= 0) return ctx.out.error("ERR count must be positive"), 0;
+  if (count <= 0) return ctx.out.error(err::kCountNotPositive), 0;
   parts.reserve(std::min<int64_t>(count, 4096));
   for (int64_t i = 0; i < count && p.ok(); ++i) {
     if (p.remaining() < (with_total ? 3u : 2u)) {
@@ -408,13 +402,18 @@ void mget_keys(std::span<const std::string_view> args, std::vector<size_t>& out)
   }
 }
 
+// The most bytes a KV.PUT or KV.MPUT is said to write: no value is larger (tiering::ValueRef::
+// kMaxSize; the handler refuses a larger total_length). Client totals are capped here, so the
+// server-wide sums of the writes waiting for room (Evictor::want, room claims) cannot wrap.
+constexpr uint64_t kMaxWriteBytes = tiering::ValueRef::kMaxSize;
+
 // The bytes KV.PUT key total_length ... writes (for waiting on room before it runs).
 uint64_t put_bytes(std::span<const std::string_view> args) {
   auto total = args.size() > 2 ? parse_int(args[2]) : std::nullopt;
-  return total && *total > 0 ? static_cast<uint64_t>(*total) : 0;
+  return total && *total > 0 ? std::min(static_cast<uint64_t>(*total), kMaxWriteBytes) : 0;
 }
 
-// The bytes KV.MPUT count key total_length nsegs seg off len ... writes.
+// The bytes KV.MPUT count key total_length nsegs seg off len ... writes, at most kMaxWriteBytes.
 uint64_t mput_bytes(std::span<const std::string_view> args) {
   auto count = args.size() > 1 ? parse_int(args[1]) : std::nullopt;
   uint64_t bytes = 0;
@@ -424,7 +423,9 @@ uint64_t mput_bytes(std::span<const std::string_view> args) {
     if (!total || !nsegs || *total < 0 || *nsegs < 0 ||
         *nsegs > static_cast<int64_t>(args.size()))
       break;
-    bytes += static_cast<uint64_t>(*total);
+    // Each term and the sum stay <= kMaxWriteBytes (2^48): no overflow.
+    bytes = std::min(bytes + std::min(static_cast<uint64_t>(*total), kMaxWriteBytes),
+                     kMaxWriteBytes);
     at += 3 + 3 * static_cast<size_t>(*nsegs);
   }
   return bytes;

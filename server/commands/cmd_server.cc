@@ -30,13 +30,9 @@ void reply_help(resp::Writer& out, std::initializer_list<const char*> lines) {
   for (const char* l : lines) out.simple(l);
 }
 
-// "ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP."
-// (networking.c addReplySubcommandSyntaxError).
+// Redis's subcommand syntax error for this command and its first argument.
 std::string subcommand_syntax_error(const CommandContext& ctx) {
-  std::string cmd(ctx.args[0]);
-  for (char& c : cmd) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return "ERR unknown subcommand or wrong number of arguments for '" +
-         std::string(ctx.args[1].substr(0, 128)) + "'. Try " + cmd + " HELP.";
+  return err::subcommand_syntax(ctx.args[1], ctx.args[0]);
 }
 
 // ---- INFO, TIME, LASTSAVE ----
@@ -120,8 +116,7 @@ void cmd_config_set(CommandContext& ctx) {
     pairs.push_back(std::move(p));
   }
   if (!unknown.empty())
-    return ctx.out.error("ERR Unknown option or number of arguments for CONFIG SET - '" +
-                         unknown + "'");
+    return ctx.out.error(err::config_set_unknown(unknown));
   for (size_t i = 0; error.empty() && i < pairs.size(); ++i) {
     if (auto e = config.set(pairs[i].name, pairs[i].value, true)) {
       error = *e;
@@ -130,8 +125,7 @@ void cmd_config_set(CommandContext& ctx) {
     }
   }
   if (!error.empty())
-    return ctx.out.error("ERR CONFIG SET failed (possibly related to argument '" + error_arg +
-                         "') - " + error);
+    return ctx.out.error(err::config_set_failed(error_arg, error));
   for (const auto& p : pairs) {
     if (p.name == "loglevel")
       log::configure(static_cast<log::Level>(config.num(Key::kLogLevel)), "");
@@ -239,12 +233,12 @@ void getkeys_generic(CommandContext& ctx, bool with_flags) {
   const CommandSpec* spec = ctx.server.commands().find(argv[0]);
   if (spec && !spec->subcommands.empty() && argv.size() >= 2)
     spec = CommandTable::find_sub(*spec, argv[1]);
-  if (spec == nullptr) return ctx.out.error("ERR Invalid command specified");
-  if (spec->first_key <= 0) return ctx.out.error("ERR The command has no key arguments");
+  if (spec == nullptr) return ctx.out.error(err::kInvalidCommand);
+  if (spec->first_key <= 0) return ctx.out.error(err::kNoKeyArguments);
   if (!CommandTable::arity_ok(*spec, argv.size()))
-    return ctx.out.error("ERR Invalid number of arguments specified for command");
+    return ctx.out.error(err::kInvalidArgCount);
   auto positions = CommandTable::key_positions(*spec, argv.size());
-  if (positions.empty()) return ctx.out.error("ERR Invalid arguments specified for command");
+  if (positions.empty()) return ctx.out.error(err::kInvalidArguments);
   auto flags = key_spec_flags(*spec);
   ctx.out.array(positions.size());
   for (size_t pos : positions) {
@@ -289,7 +283,7 @@ void cmd_slowlog_get(CommandContext& ctx) {
   int64_t count = 10;
   if (ctx.args.size() == 3) {
     auto n = parse_int(ctx.args[2]);
-    if (!n || *n < -1) return ctx.out.error("ERR count should be greater than or equal to -1");
+    if (!n || *n < -1) return ctx.out.error(err::kSlowlogCount);
     count = *n;
   }
   auto entries = ctx.server.slowlog().get(count);
@@ -346,7 +340,7 @@ void cmd_shutdown(CommandContext& ctx) {
   }
   if ((abort && (nosave || save || other)) || (nosave && save))
     return ctx.out.error(err::kSyntax);
-  if (abort) return ctx.out.error("ERR No shutdown in progress.");
+  if (abort) return ctx.out.error(err::kNoShutdown);
   log::warning("User requested shutdown... client=" + std::to_string(ctx.conn.id()));
   ctx.server.stop();
 }
@@ -364,7 +358,11 @@ void cmd_debug(CommandContext& ctx) {
   if (iequals(ctx.args[1], "sleep") && ctx.args.size() == 3) {
     // As Redis: strtod, so a non-number sleeps 0 seconds.
     double secs = std::strtod(std::string(ctx.args[2]).c_str(), nullptr);
-    if (secs > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(secs * 1e6)));
+    // Microseconds beyond int64 (1e13 s, inf) do not convert (undefined behaviour). Redis's
+    // conversion overflows to a negative time there and it answers at once: so does this.
+    const double us = secs * 1e6;
+    if (secs > 0 && us < 0x1p63)
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(us)));
     return ctx.out.ok();
   }
   ctx.out.error(subcommand_syntax_error(ctx));

@@ -310,7 +310,7 @@ void cmd_incrby(CommandContext& ctx) {
 void cmd_decrby(CommandContext& ctx) {
   auto d = parse_int(ctx.args[2]);
   if (!d) return ctx.out.error(err::kNotInteger);
-  if (*d == INT64_MIN) return ctx.out.error("ERR decrement would overflow");
+  if (*d == INT64_MIN) return ctx.out.error(err::kDecrementOverflow);
   incr_generic(ctx, -*d);
 }
 

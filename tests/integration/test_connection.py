@@ -354,6 +354,12 @@ def test_client_list_shows_all_connections(raw):
     only = a.call("CLIENT", "LIST", "ID", str(idb)).decode()
     lines = [l for l in only.split("\n") if l]
     assert len(lines) == 1 and parse_client_line(lines[0])["id"] == str(idb)
+    # ids that are integers but no client's match nothing, as in Redis; only a non-integer errs
+    assert a.call("CLIENT", "LIST", "ID", "0").decode() == ""
+    assert a.call("CLIENT", "LIST", "ID", "-5", "999999999").decode() == ""
+    both = a.call("CLIENT", "LIST", "ID", "0", str(idb)).decode()
+    assert [parse_client_line(l)["id"] for l in both.split("\n") if l] == [str(idb)]
+    assert a.call("CLIENT", "LIST", "ID", str(idb), "x") == Err("ERR Invalid client ID")
     # redis-py parses it too
     b.close()
 

@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+from resp_util import Err
+
 MiB = 1 << 20
 
 STRATAKV_ONLY = pytest.mark.skipif(
@@ -70,3 +72,34 @@ def test_noeviction_policy_name_round_trips(r):
     assert r.config_set("maxmemory-policy", "volatile-lfu")
     assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "volatile-lfu"}
     assert r.config_set("maxmemory-policy", "noeviction")
+
+
+POLICIES = ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl",
+            "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]
+
+
+def test_every_policy_name_selects_its_policy(r, raw):
+    """Each of Redis's maxmemory-policy names reads back as set (CONFIG GET, INFO) and selects
+    its policy: OBJECT FREQ answers under an LFU policy, OBJECT IDLETIME under the others."""
+    c = raw()
+    before = r.config_get("maxmemory-policy")["maxmemory-policy"]
+    r.set("k", "v")
+    try:
+        for name in POLICIES:
+            assert r.config_set("maxmemory-policy", name.upper())  # enums are case-insensitive
+            assert r.config_get("maxmemory-policy") == {"maxmemory-policy": name}
+            assert r.info("memory")["maxmemory_policy"] == name
+            freq = c.call("OBJECT", "FREQ", "k")
+            idle = c.call("OBJECT", "IDLETIME", "k")
+            if name.endswith("-lfu"):
+                assert isinstance(freq, int), name
+                assert isinstance(idle, Err) and "An LFU maxmemory policy is selected" in str(idle)
+            else:
+                assert isinstance(idle, int), name
+                assert isinstance(freq, Err) and "An LFU maxmemory policy is not selected" in str(freq)
+        e = c.call("CONFIG", "SET", "maxmemory-policy", "lru")
+        assert e == Err("ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - "
+                        "argument(s) must be one of the following: " + ", ".join(POLICIES))
+        assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+    finally:
+        r.config_set("maxmemory-policy", before)

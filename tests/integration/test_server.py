@@ -351,6 +351,19 @@ def test_slowlog(c):
     assert c.call("SLOWLOG", "NOSUCH") == Err("ERR unknown subcommand 'NOSUCH'. Try SLOWLOG HELP.")
 
 
+def test_debug_sleep_out_of_range_answers_at_once(target, start_server):
+    """DEBUG SLEEP's seconds become microseconds: past int64 (1e13 s, inf) Redis's conversion
+    overflows and it answers at once; stratakv answers the same, without undefined behaviour."""
+    srv = start_server(**({"enable_debug_command": "yes"} if target == "redis" else {}))
+    c = srv.raw()
+    for secs in ("1e13", "1e300", "inf", "nan", "-1", "abc", "0.01"):
+        t0 = time.monotonic()
+        assert c.call("DEBUG", "SLEEP", secs) == OK, secs
+        assert time.monotonic() - t0 < 1.0, secs
+    assert c.call("PING") == Simple("PONG")
+    c.close()
+
+
 # ---------------------------------------------------------------- generic errors
 
 def test_unknown_command_error_text(c):

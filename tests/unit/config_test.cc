@@ -55,12 +55,32 @@ TEST_CASE("set validates types, bounds and mutability") {
   CHECK_FALSE(c.set("maxmemory-policy", "ALLKEYS-LRU", true).has_value());
   CHECK(c.get("maxmemory-policy")[0].second == "allkeys-lru");
   CHECK(c.set("maxmemory-policy", "lru", true).has_value());
+  CHECK(c.choice(Key::kMaxMemoryPolicy) == "allkeys-lru");
+  CHECK(c.choice(Key::kMaxClients).empty());  // not an enum
   CHECK_FALSE(c.set("protected-mode", "no", true).has_value());
   CHECK(c.num(Key::kProtectedMode) == 0);
   CHECK(c.set("protected-mode", "maybe", true).has_value());
   CHECK_FALSE(c.set("requirepass", "pw", true).has_value());
   CHECK(c.num(Key::kRequirePass) == 1);
   CHECK(c.str(Key::kRequirePass) == "pw");
+}
+
+TEST_CASE("maxmemory-policy: every Redis name reads back, by name") {
+  Config c;
+  for (const char* name : {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl",
+                           "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"}) {
+    CAPTURE(name);
+    CHECK_FALSE(c.set("maxmemory-policy", name, true).has_value());
+    CHECK(c.get("maxmemory-policy")[0].second == name);
+    CHECK(c.choice(Key::kMaxMemoryPolicy) == name);
+  }
+  // Redis's CONFIG SET error lists the names in its config table's order.
+  auto e = c.set("maxmemory-policy", "lru", true);
+  REQUIRE(e.has_value());
+  CHECK(*e ==
+        "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, "
+        "volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction");
+  CHECK(c.choice(Key::kMaxMemoryPolicy) == "noeviction");  // unchanged by the failed set
 }
 
 TEST_CASE("fractions: eviction watermarks") {

@@ -181,3 +181,43 @@ TEST_CASE("an access stamped after the evictor's clock is fresh, not 49 days idl
   const int64_t wrap = int64_t{1} << 32;
   CHECK(lru_idle_ms(lru_clock(wrap - 10), wrap + 10) == 20);
 }
+
+TEST_CASE("every maxmemory-policy name of Redis maps to its policy and back") {
+  // Redis 7.0's names, in its config table's order (config.c maxmemory_policy_enum).
+  const std::pair<const char*, EvictionPolicy> redis[] = {
+      {"volatile-lru", EvictionPolicy::kVolatileLru},
+      {"volatile-lfu", EvictionPolicy::kVolatileLfu},
+      {"volatile-random", EvictionPolicy::kVolatileRandom},
+      {"volatile-ttl", EvictionPolicy::kVolatileTtl},
+      {"allkeys-lru", EvictionPolicy::kAllkeysLru},
+      {"allkeys-lfu", EvictionPolicy::kAllkeysLfu},
+      {"allkeys-random", EvictionPolicy::kAllkeysRandom},
+      {"noeviction", EvictionPolicy::kNoEviction},
+  };
+  const auto table = eviction_policy_names();
+  REQUIRE(table.size() == std::size(redis));
+  std::set<EvictionPolicy> seen;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& [name, policy] = redis[i];
+    CAPTURE(name);
+    CHECK(table[i].name == name);  // same order: CONFIG SET's error lists them so
+    CHECK(table[i].policy == policy);
+    REQUIRE(parse_eviction_policy(name).has_value());
+    CHECK(*parse_eviction_policy(name) == policy);
+    CHECK(eviction_policy_name(policy) == name);
+    CHECK(eviction_policy_name(*parse_eviction_policy(name)) == name);
+    seen.insert(policy);
+  }
+  CHECK(seen.size() == std::size(redis));  // one name per policy
+  // CONFIG SET reads enums case-insensitively.
+  CHECK(parse_eviction_policy("ALLKEYS-LRU") == EvictionPolicy::kAllkeysLru);
+  CHECK(parse_eviction_policy("NoEviction") == EvictionPolicy::kNoEviction);
+  CHECK_FALSE(parse_eviction_policy("lru").has_value());
+  CHECK_FALSE(parse_eviction_policy("").has_value());
+  CHECK_FALSE(parse_eviction_policy("allkeys-lru ").has_value());
+  CHECK(lfu_policy(EvictionPolicy::kVolatileLfu));
+  CHECK(lfu_policy(EvictionPolicy::kAllkeysLfu));
+  CHECK_FALSE(lfu_policy(EvictionPolicy::kAllkeysLru));
+  CHECK(volatile_policy(EvictionPolicy::kVolatileTtl));
+  CHECK_FALSE(volatile_policy(EvictionPolicy::kNoEviction));
+}

@@ -107,5 +107,43 @@ TEST_CASE("KV.PUT / KV.GET over (fake) RDMA through the server") {
     Reply r(c, redisCommand(c, "KV.GET k %lld %llu 4096", seg, ull(8 * MiB - 100)));
     CHECK(r.str().find("is outside its segment") != std::string::npos);
   }
+  // Pieces that each lie inside a (claimed) 2^62-byte segment but add up past 2^64: refused
+  // before anything moves, not wrapped around to the 8 bytes of total_length.
+  long long huge = 0;
+  {
+    Reply r(c, redisCommand(c, "KV.REGISTER VERBS %llu %llu %u", (unsigned long long)reg.addr,
+                         1ull << 62, reg.rkey));
+    REQUIRE(r.r->type == REDIS_REPLY_INTEGER);
+    huge = r.r->integer;
+  }
+  const std::string wrap = [&] {
+    std::string d;
+    for (int i = 0; i < 4; ++i) d += " " + std::to_string(huge) + " 0 " + std::to_string(1ull << 62);
+    return d + " " + std::to_string(seg) + " 0 8";  // 4 * 2^62 + 8 = 8 (mod 2^64)
+  }();
+  const std::string overflow = "ERR scatter-gather list is longer than 2^64-1 bytes";
+  {
+    Reply r(c, redisCommand(c, ("KV.PUT big 8" + wrap).c_str()));
+    CHECK(r.r->type == REDIS_REPLY_ERROR);
+    CHECK(r.str() == overflow);
+  }
+  {
+    Reply r(c, redisCommand(c, ("KV.MPUT 1 big 8 5" + wrap).c_str()));
+    REQUIRE(r.r->type == REDIS_REPLY_ARRAY);
+    REQUIRE(r.r->elements == 1);
+    CHECK(std::string(r.r->element[0]->str, r.r->element[0]->len) == overflow);
+  }
+  {
+    Reply r(c, redisCommand(c, ("KV.GET k" + wrap).c_str()));
+    CHECK(r.str() == overflow);
+  }
+  {
+    Reply r(c, redisCommand(c, "EXISTS big"));
+    CHECK(r.r->integer == 0);
+  }
+  {
+    Reply r(c, redisCommand(c, "PING"));  // the server still answers
+    CHECK(r.str() == "PONG");
+  }
   redisFree(c);
 }

@@ -93,6 +93,36 @@ TEST_CASE("QpAddress GIDs are 32 hex digits") {
   CHECK(rdma::mtu_from_bytes(1500) == 0);
 }
 
+TEST_CASE("build_chain refuses lists whose lengths add up past 2^64") {
+  std::byte buf[8];
+  const LocalPiece local[] = {{buf, 8, 7}};
+  // 4 * 2^62 + 8 wraps to 8, the local total: without a checked sum the chain would walk past
+  // the one local piece.
+  const RemotePiece remote[] = {{0x1000, 11, 1ull << 62}, {0x1000, 11, 1ull << 62},
+                                {0x1000, 11, 1ull << 62}, {0x1000, 11, 1ull << 62},
+                                {0x1000, 11, 8}};
+  WorkChain chain;
+  std::string err;
+  CHECK_FALSE(rdma::build_chain(local, remote, IBV_WR_RDMA_READ, {16, 1u << 30}, chain, err));
+  CHECK(err == "ERR RDMA scatter-gather list is longer than 2^64-1 bytes");
+  CHECK(chain.wrs.empty());
+}
+
+TEST_CASE("resolve_remote refuses descriptors whose lengths add up past 2^64") {
+  rdma::SegmentTable table;
+  const uint64_t id = table.add_verbs(0x10000, 1ull << 62, 77);
+  std::vector<rdma::Descriptor> sgl(4, rdma::Descriptor{id, 0, 1ull << 62});
+  sgl.push_back({id, 0, 8});  // 4 * 2^62 + 8 = 8 (mod 2^64)
+  std::vector<RemotePiece> out;
+  uint64_t total = 0;
+  std::string err;
+  CHECK_FALSE(rdma::resolve_remote(table, sgl, out, total, err));
+  CHECK(err == "ERR scatter-gather list is longer than 2^64-1 bytes");
+  sgl.resize(3);  // 3 * 2^62 fits
+  REQUIRE(rdma::resolve_remote(table, sgl, out, total, err));
+  CHECK(total == 3 * (1ull << 62));
+}
+
 TEST_CASE("resolve_remote checks descriptors like the shm transport") {
   rdma::SegmentTable table;
   const uint64_t id = table.add_verbs(0x10000, 4096, 77);
