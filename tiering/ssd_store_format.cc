@@ -24,7 +24,7 @@ constexpr uint64_t kConvertBytes = 64 << 20;
 // Every this many bytes converted, format 1's converted range is compacted away, so a large
 // store does not need twice its size on disk while it converts; and progress is logged.
 constexpr uint64_t kConvertCompactEvery = uint64_t{1} << 30;
-// Records open() samples to check the slot function (one per 1/16 of the slot space).
+// Records open() samples to check the slot function (spread over the slots in use).
 constexpr int kSlotSamples = 16;
 
 rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
@@ -254,26 +254,34 @@ SsdStatus SsdStore::finish_v1() {
 
 SsdStatus SsdStore::check_slots() {
   // A record key's slot is what slot_of said when it was written: a different function now
-  // would look every key up under another slot, and miss. One record per 1/16 of the slot
-  // space is checked (16 seeks).
+  // would look every key up under another slot, and miss. Up to 16 records are checked, spread
+  // from the first record's slot to the last one's (16 seeks).
+  const std::string where = "open " + options_.path;
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
-  for (int i = 0; i < kSlotSamples; ++i) {
-    it->Seek(ssd_codec::encode_slot(static_cast<uint32_t>(i) * (65536 / kSlotSamples)));
-    if (!it->Valid()) break;
-    uint16_t slot = 0;
-    std::string_view key;
-    if (!ssd_codec::decode_record_key(it->key(), &slot, &key)) continue;
-    const uint16_t now = options_.slot_of ? options_.slot_of(key) : 0;
-    if (now != slot)
-      return {SsdStatus::Code::kInvalid,
-              "open " + options_.path + ": its records were written with another key-to-slot " +
-                  "function (a key of slot " + std::to_string(slot) + " maps to slot " +
-                  std::to_string(now) + " now): it cannot be read. Open it with the function " +
-                  "that wrote it, or " + kMoveAway};
+  uint16_t first = 0, last = 0;
+  std::string_view key;
+  it->SeekToLast();
+  if (it->Valid() && ssd_codec::decode_record_key(it->key(), &last, &key)) {
+    it->SeekToFirst();
+    if (it->Valid() && ssd_codec::decode_record_key(it->key(), &first, &key)) {
+      for (int i = 0; i < kSlotSamples; ++i) {
+        const uint32_t at = first + (uint32_t{last} - first) * i / (kSlotSamples - 1);
+        it->Seek(ssd_codec::encode_slot(at));
+        uint16_t slot = 0;
+        if (!it->Valid() || !ssd_codec::decode_record_key(it->key(), &slot, &key)) continue;
+        const uint16_t now = options_.slot_of ? options_.slot_of(key) : 0;
+        if (now != slot)
+          return {SsdStatus::Code::kInvalid,
+                  where + ": its records were written with another key-to-slot function (a " +
+                      "key of slot " + std::to_string(slot) + " maps to slot " +
+                      std::to_string(now) + " now): it cannot be read. Open it with the " +
+                      "function that wrote it, or " + kMoveAway};
+      }
+    }
   }
-  return SsdStatus::from(it->status(), "open " + options_.path + ": check slots");
+  return SsdStatus::from(it->status(), where + ": check slots");
 }
 
 }  // namespace tiering
