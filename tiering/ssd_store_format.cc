@@ -248,7 +248,8 @@ SsdStatus SsdStore::finish_v1() {
   rocksdb::CompactRangeOptions co;
   co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   s = db_->CompactRange(co, default_, nullptr, nullptr);
-  if (!s.ok()) say(true, where + ": compact default: " + s.ToString() + " (space comes back later)");
+  if (!s.ok())
+    say(true, where + ": compact default: " + s.ToString() + " (space comes back later)");
   return {};
 }
 

@@ -53,7 +53,8 @@ SsdStatus SsdStore::scan_range(std::string_view lower, std::string_view upper, i
     ssd_codec::Header h;
     uint16_t slot = 0;
     std::string_view key;
-    if (!ssd_codec::decode(it->value(), &h) || !ssd_codec::decode_record_key(it->key(), &slot, &key))
+    if (!ssd_codec::decode(it->value(), &h) ||
+        !ssd_codec::decode_record_key(it->key(), &slot, &key))
       continue;
     if (now_ms != 0 && h.expire_ms != 0 && h.expire_ms <= now_ms) {
       ++past;

@@ -129,7 +129,8 @@ std::string unhex(const std::string& h) {
 
 std::string pattern(size_t size, unsigned seed) {
   std::string s(size, '\0');
-  for (size_t j = 0; j < size; ++j) s[j] = static_cast<char>((j * 131 + seed * 7 + (j >> 8)) & 0xFF);
+  for (size_t j = 0; j < size; ++j)
+    s[j] = static_cast<char>((j * 131 + seed * 7 + (j >> 8)) & 0xFF);
   return s;
 }
 
