@@ -242,7 +242,7 @@ class SsdStore {
   // format 1, refuses an unknown one, checks the slot function on a sample.
   SsdStatus settle_format(bool created);
   SsdStatus convert_v1();
-  SsdStatus finish_v1();
+  SsdStatus finish_v1();  // drops `meta`, compacts `default`: idempotent
   SsdStatus check_slots();
   SsdStatus scan_range(std::string_view lower, std::string_view upper, int64_t now_ms,
                        const std::function<bool(const SsdRecordInfo&)>& fn, uint64_t* expired);

@@ -45,10 +45,9 @@ SsdStatus SsdStore::settle_format(bool created) {
               where + ": the store has format '" + version + "' and this stratakv reads format " +
                   std::to_string(kFormat) + " (and converts format 1): it was written by a " +
                   "newer version. Run that version, or " + kMoveAway};
-    // A conversion that stopped after its marker still has format 1's family to drop.
-    if (v1_meta_ != nullptr) {
-      if (SsdStatus st = finish_v1(); !st.ok()) return st;
-    }
+    // A conversion that stopped after its marker may have format 1's family to drop or files
+    // of `default` to compact away (nothing to do otherwise).
+    if (SsdStatus st = finish_v1(); !st.ok()) return st;
     return check_slots();
   }
   if (!s.IsNotFound()) return SsdStatus::from(s, where + ": read the format");
@@ -238,16 +237,23 @@ SsdStatus SsdStore::convert_v1() {
 
 SsdStatus SsdStore::finish_v1() {
   const std::string where = "convert " + options_.path + " from format 1";
-  // The moved records in files (the WAL may be off later), then format 1's family goes.
-  if (SsdStatus st = flush(); !st.ok()) return st;
-  rocksdb::Status s = db_->DropColumnFamily(v1_meta_);
-  if (!s.ok()) return SsdStatus::from(s, where + ": drop family meta");
-  db_->DestroyColumnFamilyHandle(v1_meta_).PermitUncheckedError();
-  v1_meta_ = nullptr;
-  // `default` holds only deletions now: compacting it deletes format 1's SST and blob files.
+  if (v1_meta_ != nullptr) {
+    // The moved records in files (the WAL may be off later), then format 1's family goes.
+    if (SsdStatus st = flush(); !st.ok()) return st;
+    rocksdb::Status s = db_->DropColumnFamily(v1_meta_);
+    if (!s.ok()) return SsdStatus::from(s, where + ": drop family meta");
+    db_->DestroyColumnFamilyHandle(v1_meta_).PermitUncheckedError();
+    v1_meta_ = nullptr;
+  }
+  // `default` holds only deletions in format 2 (none once compacted): compacting it deletes
+  // format 1's SST and blob files. A store that never was of format 1 has no files there.
+  uint64_t sst = 0, blob = 0;
+  db_->GetIntProperty(default_, rocksdb::DB::Properties::kTotalSstFilesSize, &sst);
+  db_->GetIntProperty(default_, rocksdb::DB::Properties::kTotalBlobFileSize, &blob);
+  if (sst == 0 && blob == 0) return {};
   rocksdb::CompactRangeOptions co;
   co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  s = db_->CompactRange(co, default_, nullptr, nullptr);
+  rocksdb::Status s = db_->CompactRange(co, default_, nullptr, nullptr);
   if (!s.ok())
     say(true, where + ": compact default: " + s.ToString() + " (space comes back later)");
   return {};

@@ -316,7 +316,8 @@ TEST_CASE("the fixture of format 1 converts on open: every key byte-exact with i
     }
     CHECK(s->live_records() == keys.size());  // the expired record is there until swept
   }
-  // Format 1's family is gone, and `default` is empty.
+  // Format 1's family is gone, `default` is empty, and its blob file was deleted.
+  CHECK(!std::filesystem::exists(db + "/000016.blob"));
   auto counts = family_counts(db);
   CHECK(counts.count("meta") == 0);
   CHECK(counts.at("default") == 0);
