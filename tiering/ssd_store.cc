@@ -1,3 +1,6 @@
+// tiering/ssd_store.cc - SsdStore: open (RocksDB options, the families), writes, reads, flush
+// and figures. Walks of a family are in ssd_store_scan.cc; the format (marker, conversion of
+// format 1, checks) in ssd_store_format.cc.
 #include "tiering/ssd_store.h"
 
 #include <rocksdb/cache.h>
@@ -10,6 +13,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <new>
@@ -47,16 +51,33 @@ std::optional<rocksdb::CompressionType> compression_of(std::string_view name) {
 
 rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
 
+// The families of format 2, and format 1's `meta` (ssd_store.h).
+constexpr std::string_view kValues = "values", kRecords = "records", kOrder = "order",
+                           kFormatFamily = "format", kV1Meta = "meta";
+
+bool known_family(std::string_view name) {
+  return name == rocksdb::kDefaultColumnFamilyName || name == kValues || name == kRecords ||
+         name == kOrder || name == kFormatFamily || name == kV1Meta;
+}
+
 }  // namespace
 
 SsdStore::SsdStore(SsdOptions options) : options_(std::move(options)) {}
 
 SsdStore::~SsdStore() {
   if (db_ == nullptr) return;
-  for (auto* h : {data_, meta_, order_})
+  for (auto* h : {default_, values_, records_, order_, format_, v1_meta_})
     if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
   db_->Close();
   delete db_;
+}
+
+void SsdStore::say(bool warning, const std::string& message) const {
+  if (options_.log) options_.log(warning, message);
+}
+
+std::string SsdStore::record_key(std::string_view key) const {
+  return ssd_codec::record_key(options_.slot_of ? options_.slot_of(key) : 0, key);
 }
 
 std::unique_ptr<SsdStore> SsdStore::open(const SsdOptions& options, SsdStatus* status) {
@@ -124,17 +145,57 @@ SsdStatus SsdStore::open_db(bool wipe) {
   if (ec)
     return {SsdStatus::Code::kIoError, "create " + options_.path + ": " + ec.message()};
 
+  // What the directory holds: nothing yet; format 1's families (default, meta, order); format
+  // 2's (a conversion in progress has both). A family this code does not know, or a format
+  // family without the rest of format 2, was written by another version: refused before
+  // RocksDB opens (and changes) anything.
+  const std::string refuse_tail =
+      ": written by another (newer?) version of stratakv, which this one cannot read. Run that "
+      "version, or move the directory away to start with an empty SSD tier "
+      "(tiering.ssd.recover no wipes it)";
+  const bool created = !std::filesystem::exists(options_.path + "/CURRENT", ec);
+  std::vector<std::string> existing;
+  if (!created) {
+    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db, options_.path, &existing);
+    if (!s.ok()) return SsdStatus::from(s, "open " + options_.path);
+  }
+  auto has = [&](std::string_view name) {
+    return std::find(existing.begin(), existing.end(), name) != existing.end();
+  };
+  for (const std::string& name : existing)
+    if (!known_family(name))
+      return {SsdStatus::Code::kInvalid, "open " + options_.path + ": unknown column family '" +
+                                             name + "'" + refuse_tail};
+  if (has(kFormatFamily))
+    for (std::string_view name : {kValues, kRecords, kOrder})
+      if (!has(name))
+        return {SsdStatus::Code::kInvalid, "open " + options_.path +
+                                               ": no column family '" + std::string(name) + "'" +
+                                               refuse_tail};
+  // Missing families are created for a new store and for one of format 1 (and a crash while
+  // either was being set up), never for one that has its format family.
+  db.create_missing_column_families = !has(kFormatFamily);
+
+  // `default` keeps format 1's value options: a store being converted reads its blobs there.
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, data}, {"meta", small}, {"order", small}};
+      {rocksdb::kDefaultColumnFamilyName, data},
+      {std::string(kValues), data},
+      {std::string(kRecords), small},
+      {std::string(kOrder), small},
+      {std::string(kFormatFamily), small}};
+  if (has(kV1Meta)) families.push_back({std::string(kV1Meta), small});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(db, options_.path, families, &handles, &db_);
   if (!s.ok()) {
     db_ = nullptr;
     return SsdStatus::from(s, "open " + options_.path);
   }
-  data_ = handles[0];
-  meta_ = handles[1];
-  order_ = handles[2];
+  default_ = handles[0];
+  values_ = handles[1];
+  records_ = handles[2];
+  order_ = handles[3];
+  format_ = handles[4];
+  if (handles.size() > 5) v1_meta_ = handles[5];
   // Compactions yield the cores to the clients' threads (nice 19): background work must not
   // show in the latency of memory hits. Flushes keep normal priority: with writes waiting for
   // demotion (back-pressure), a starved flush stalls every writer (measured with two busy
@@ -142,20 +203,21 @@ SsdStatus SsdStore::open_db(bool wipe) {
   for (auto pool : {rocksdb::Env::Priority::LOW})
     rocksdb::Env::Default()->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow)
         .PermitUncheckedError();
-  return {};
+  return settle_format(created);
 }
 
 SsdStatus SsdStore::load_counters() {
   uint64_t bytes = 0, records = 0, max_seq = 0;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), records_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     Header h;
-    if (!ssd_codec::decode(it->value(), &h)) continue;
-    bytes += it->key().size() + h.size;
+    if (!ssd_codec::decode(it->value(), &h) || it->key().size() < ssd_codec::kSlotBytes)
+      continue;
+    bytes += it->key().size() - ssd_codec::kSlotBytes + h.size;
     ++records;
     max_seq = std::max(max_seq, h.seq);
   }
-  if (!it->status().ok()) return SsdStatus::from(it->status(), "scan meta");
+  if (!it->status().ok()) return SsdStatus::from(it->status(), "scan records");
   it.reset(db_->NewIterator(rocksdb::ReadOptions(), order_));
   it->SeekToLast();
   if (it->Valid() && it->key().size() == 8)
@@ -167,9 +229,9 @@ SsdStatus SsdStore::load_counters() {
   return {};
 }
 
-bool SsdStore::header_of(std::string_view key, uint64_t* seq, int64_t* expire, uint64_t* size) {
+bool SsdStore::header_of(std::string_view rk, uint64_t* seq, int64_t* expire, uint64_t* size) {
   rocksdb::PinnableSlice v;
-  if (!db_->Get(rocksdb::ReadOptions(), meta_, slice(key), &v).ok()) return false;
+  if (!db_->Get(rocksdb::ReadOptions(), records_, slice(rk), &v).ok()) return false;
   Header h;
   if (!ssd_codec::decode(v, &h)) return false;
   *seq = h.seq;
@@ -201,15 +263,19 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
                   " bytes free, " + std::to_string(2 * put_bytes + reserve) +
                   " needed (a reserve of " + std::to_string(reserve) + " kept for RocksDB)"};
   }
-  std::lock_guard lock(write_mu_);
   try {
-    // What each touched key holds as the batch proceeds (nullopt: absent).
+    // The record keys (slot_of runs here, outside the write mutex).
+    std::vector<std::string> rks;
+    rks.reserve(batch.size());
+    for (const SsdBatch::Op& op : batch.ops()) rks.push_back(record_key(op.key));
+    std::lock_guard lock(write_mu_);
+    // What each touched record holds as the batch proceeds (nullopt: absent).
     std::unordered_map<std::string_view, std::optional<Header>> state;
-    auto current = [&](const std::string& key) -> std::optional<Header>& {
-      auto [it, inserted] = state.try_emplace(key);
+    auto current = [&](const std::string& rk) -> std::optional<Header>& {
+      auto [it, inserted] = state.try_emplace(rk);
       if (inserted) {
         Header h;
-        if (header_of(key, &h.seq, &h.expire_ms, &h.size)) it->second = h;
+        if (header_of(rk, &h.seq, &h.expire_ms, &h.size)) it->second = h;
       }
       return it->second;
     };
@@ -221,8 +287,10 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
     bool needs_wal = options_.wal_values;  // see SsdOptions::wal_values
     int64_t bytes = 0, records = 0;
     uint64_t seq = next_seq_;
-    for (const SsdBatch::Op& op : batch.ops()) {
-      std::optional<Header>& cur = current(op.key);
+    for (size_t i = 0; i < batch.ops().size(); ++i) {
+      const SsdBatch::Op& op = batch.ops()[i];
+      const std::string& rk = rks[i];
+      std::optional<Header>& cur = current(rk);
       switch (op.kind) {
         case SsdBatch::Op::kPut: {
           if (op.bytes.size() > SsdStore::kMaxValueSize)
@@ -242,9 +310,9 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
           const rocksdb::Slice parts[2] = {
               {sum, sizeof sum},
               {reinterpret_cast<const char*>(op.bytes.data()), op.bytes.size()}};
-          const rocksdb::Slice key_part = slice(op.key);
-          wb.Put(data_, rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 2));
-          wb.Put(meta_, slice(op.key), slice(ssd_codec::encode(h)));
+          const rocksdb::Slice key_part = slice(rk);
+          wb.Put(values_, rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(parts, 2));
+          wb.Put(records_, slice(rk), slice(ssd_codec::encode(h)));
           wb.Put(order_, slice(ssd_codec::encode_seq(h.seq)), slice(op.key));
           bytes += static_cast<int64_t>(op.key.size() + h.size);
           ++records;
@@ -254,8 +322,8 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
         case SsdBatch::Op::kRemove:
           needs_wal = true;
           if (!cur) break;
-          wb.Delete(data_, slice(op.key));
-          wb.Delete(meta_, slice(op.key));
+          wb.Delete(values_, slice(rk));
+          wb.Delete(records_, slice(rk));
           wb.Delete(order_, slice(ssd_codec::encode_seq(cur->seq)));
           bytes -= static_cast<int64_t>(op.key.size() + cur->size);
           --records;
@@ -265,7 +333,7 @@ SsdStatus SsdStore::write(const SsdBatch& batch) {
           needs_wal = true;
           if (!cur) break;
           cur->expire_ms = op.expire_ms;
-          wb.Put(meta_, slice(op.key), slice(ssd_codec::encode(*cur)));
+          wb.Put(records_, slice(rk), slice(ssd_codec::encode(*cur)));
           break;
       }
     }
@@ -299,7 +367,7 @@ SsdStatus SsdStore::read(std::string_view key,
   ro.verify_checksums = false;
   ro.fill_cache = false;
   rocksdb::PinnableSlice v;
-  rocksdb::Status s = db_->Get(ro, data_, slice(key), &v);
+  rocksdb::Status s = db_->Get(ro, values_, slice(record_key(key)), &v);
   if (!s.ok()) return SsdStatus::from(s, "read");
   if (v.size() < 8)
     return {SsdStatus::Code::kCorruption, "read: a record shorter than its checksum"};
@@ -318,7 +386,7 @@ SsdStatus SsdStore::read(std::string_view key,
 SsdStatus SsdStore::flush() {
   rocksdb::FlushOptions fo;
   fo.wait = true;
-  rocksdb::Status s = db_->Flush(fo, {data_, meta_, order_});
+  rocksdb::Status s = db_->Flush(fo, {values_, records_, order_, format_});
   if (s.ok() && options_.wal) s = db_->FlushWAL(true);
   return SsdStatus::from(s, "flush");
 }

@@ -1,36 +1,43 @@
 // tiering/ssd_store.h - the SSD tier's storage: a RocksDB database of demoted values.
 //
-// DESIGN.md, "The SSD tier". The store knows nothing of the keyspace: it keeps records
-// (key -> expiry + bytes) and says how many bytes they take. The tier above it (ssd_tier.h)
-// decides what to demote, when, and what a record means for the keyspace.
+// DESIGN.md, "The SSD tier"; docs/ssd-tier.md, "On-disk format". The store knows nothing of the
+// keyspace: it keeps records (key -> expiry + bytes) and says how many bytes they take. The tier
+// above it (ssd_tier.h) decides what to demote, when, and what a record means for the keyspace.
 //
-// Layout: three column families in one database under `path`.
-//   default  key -> the value's XXH3-64 checksum (8 bytes), then its bytes. Values of at
+// Layout (format 2): five column families in one database under `path`. A record's RocksDB key
+// is its *record key*: the key's hash slot (SsdOptions::slot_of), 2 bytes big endian, then the
+// key's bytes, so one slot's records are one key range (scan_slots()).
+//   values   record key -> the value's XXH3-64 checksum (8 bytes), then its bytes. Values of at
 //            least `min_blob_size` bytes go to blob files (RocksDB's integrated BlobDB): the
 //            LSM tree holds a small blob index, so compactions never rewrite tensor payloads.
 //            read() checks the checksum on the bytes it copied (RocksDB's own CRC32c is
 //            software in Debian's build, several times slower).
-//   meta     key -> 24-byte header {seq u64, expire_ms i64, size u64} (little endian). Small,
-//            never blobs: recovery (scan()) reads only these, never a value.
-//   order    seq (8 bytes, big endian) -> key: demotion order, oldest first, for capacity
-//            drops. An entry whose seq no longer matches the key's header is stale (the key
-//            was rewritten or removed) and is skipped and deleted lazily.
-// One WriteBatch spans the three families, so a record is written or removed atomically; with
-// the WAL off, atomic_flush keeps the families consistent with each other after a crash.
+//   records  record key -> 24-byte header {seq u64, expire_ms i64, size u64} (little endian).
+//            Small, never blobs: recovery (scan()) reads only these, never a value.
+//   order    seq (8 bytes, big endian) -> the bare key: demotion order, oldest first, for
+//            capacity drops. An entry whose seq no longer matches the key's header is stale
+//            (the key was rewritten or removed) and is skipped and deleted lazily.
+//   format   "version" -> "2": the format of the store (open() refuses one it does not know).
+//   default  empty (RocksDB's mandatory family; format 1 kept its values there).
+// One WriteBatch spans the families, so a record is written or removed atomically; with the
+// WAL off, atomic_flush keeps the families consistent with each other after a crash.
 //
-// Capacity: `capacity` bounds the live bytes (key + value of every record). drop_oldest()
+// Format 1 (stratakv before the slot prefix): `default` (bare key -> value), `meta` (bare key
+// -> header) and `order`, no `format` family. open() converts it in place (ssd_store_format.cc).
+//
+// Capacity: `capacity` bounds the live bytes (bare key + value of every record). drop_oldest()
 // removes records in demotion order (FIFO) until the store is under a target; the caller
 // decides per key whether it may go. RocksDB's own overhead (WAL, obsolete blob files awaiting
 // garbage collection, SST indexes) comes on top of the live bytes.
 //
 // Expiry: scan() skips and sweep_expired() removes records past their deadline. There is no
-// compaction filter: the expiry lives in `meta`, and a filter on the value family would have to
-// read every blob to decide.
+// compaction filter: the expiry lives in `records`, and a filter on the value family would have
+// to read every blob to decide.
 //
 // Errors: every call returns an SsdStatus; nothing throws out of the store (a full disk, an I/O
-// error or corruption is a status with RocksDB's message). Thread-safety: read(), scan() and the
-// figures may run on any threads at once; the mutating calls (write, remove, drop_oldest,
-// sweep_expired, clear) are serialised by the store's write mutex.
+// error or corruption is a status with RocksDB's message). Thread-safety: read(), scan(),
+// scan_slots() and the figures may run on any threads at once; the mutating calls (write,
+// remove, drop_oldest, sweep_expired, clear) are serialised by the store's write mutex.
 #pragma once
 
 #include <atomic>
@@ -87,11 +94,22 @@ struct SsdOptions {
   /// BlobDB's garbage collection: compactions rewrite the live values of the oldest blob files
   /// (enable_blob_garbage_collection). Off: a blob file is deleted once all its values are.
   bool blob_gc = false;
+  /// The hash slot of a key: the first 2 bytes of its record key (see the top of this file).
+  /// The server passes cluster::key_slot (CRC16 of the key or its hash tag, & 16383); tiering/
+  /// does not include cluster/. It is part of the on-disk format: every open of one store must
+  /// pass the same function (open() checks a sample of records and refuses a store whose slots
+  /// disagree). Called on any thread, sometimes under the store's write mutex: it must be
+  /// pure and must not call the store. Null: every key is in slot 0 (tests that do not care).
+  std::function<uint16_t(std::string_view key)> slot_of;
+  /// Where open() says what it did to an existing store (a format conversion, its progress).
+  /// Called on the opening thread; null: nothing is said.
+  std::function<void(bool warning, std::string_view message)> log;
 };
 
 /// What scan() reports for one record.
 struct SsdRecordInfo {
-  std::string_view key;
+  std::string_view key;   ///< the bare key (valid during the callback only)
+  uint16_t slot = 0;      ///< its slot (SsdOptions::slot_of when it was written)
   int64_t expire_ms = 0;  ///< 0 = none
   uint64_t size = 0;      ///< bytes of the value
   uint64_t seq = 0;       ///< demotion order (higher = newer)
@@ -139,8 +157,15 @@ class SsdStore {
   /// The largest value RocksDB can hold (its lengths are 32-bit varints).
   static constexpr uint64_t kMaxValueSize = 0xFFFFFFFFull - 64;
 
-  /// Opens (or, with recover == false or a database that cannot be opened as ours, wipes and
-  /// creates) the database. Null with the reason in `*status` on failure.
+  /// The format open() writes (docs/ssd-tier.md, "On-disk format").
+  static constexpr int kFormat = 2;
+
+  /// Opens the database under options.path: creates it when missing, wipes and creates it with
+  /// recover == false, converts a store of format 1 in place (logged through options.log;
+  /// resumable: an interrupted conversion continues at the next open, see ssd_store_format.cc).
+  /// Null with the reason in `*status` on failure: kInvalid for a store of an unknown (newer)
+  /// format or written with another slot function, which is left untouched and the message
+  /// says what to do; kNoSpace when a conversion lacks disk space (rerun once there is).
   static std::unique_ptr<SsdStore> open(const SsdOptions& options, SsdStatus* status);
   /// Closes the database (memtables stay in the WAL unless flush() ran).
   ~SsdStore();
@@ -164,6 +189,19 @@ class SsdStore {
   /// counted in `*expired` (if given) and left for sweep_expired().
   SsdStatus scan(int64_t now_ms, const std::function<bool(const SsdRecordInfo&)>& fn,
                  uint64_t* expired = nullptr);
+
+  /// scan(), for the records of slots `first` to `last` (inclusive) only: one RocksDB range
+  /// [first, last + 1) of the record keys, so it costs the records of those slots, not a walk
+  /// of the store. In slot, then key order.
+  SsdStatus scan_slots(uint16_t first, uint16_t last, int64_t now_ms,
+                       const std::function<bool(const SsdRecordInfo&)>& fn,
+                       uint64_t* expired = nullptr);
+  /// scan_slots() of one slot.
+  SsdStatus scan_slot(uint16_t slot, int64_t now_ms,
+                      const std::function<bool(const SsdRecordInfo&)>& fn,
+                      uint64_t* expired = nullptr) {
+    return scan_slots(slot, slot, now_ms, fn, expired);
+  }
 
   /// Removes records in demotion order, oldest first, until live_bytes() <= `target` or
   /// `max_records` were removed. A record goes only if `may_drop(key)` says so (called with no
@@ -200,15 +238,29 @@ class SsdStore {
  private:
   explicit SsdStore(SsdOptions options);
   SsdStatus open_db(bool allow_wipe);
-  // The header of `key`, if present: from `pending` (this batch's earlier ops) or the database.
-  bool header_of(std::string_view key, uint64_t* seq, int64_t* expire, uint64_t* size);
+  // The store's format (ssd_store_format.cc): writes the marker of a new store, converts
+  // format 1, refuses an unknown one, checks the slot function on a sample.
+  SsdStatus settle_format(bool created);
+  SsdStatus convert_v1();
+  SsdStatus finish_v1();  // drops `meta`, compacts `default`: idempotent
+  SsdStatus check_slots();
+  SsdStatus scan_range(std::string_view lower, std::string_view upper, int64_t now_ms,
+                       const std::function<bool(const SsdRecordInfo&)>& fn, uint64_t* expired);
+  // The record key of `key` (see the top of this file).
+  std::string record_key(std::string_view key) const;
+  // The header of the record `rk` (a record key), if present.
+  bool header_of(std::string_view rk, uint64_t* seq, int64_t* expire, uint64_t* size);
   SsdStatus load_counters();
+  void say(bool warning, const std::string& message) const;
 
   SsdOptions options_;
   rocksdb::DB* db_ = nullptr;
-  rocksdb::ColumnFamilyHandle* data_ = nullptr;   // the default family
-  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ColumnFamilyHandle* default_ = nullptr;  // empty in format 2
+  rocksdb::ColumnFamilyHandle* values_ = nullptr;
+  rocksdb::ColumnFamilyHandle* records_ = nullptr;
   rocksdb::ColumnFamilyHandle* order_ = nullptr;
+  rocksdb::ColumnFamilyHandle* format_ = nullptr;
+  rocksdb::ColumnFamilyHandle* v1_meta_ = nullptr;  // format 1's `meta`, until converted
   std::shared_ptr<rocksdb::Cache> cache_;
   std::mutex write_mu_;
   uint64_t next_seq_ = 1;  // under write_mu_

@@ -1,8 +1,13 @@
-// tiering/ssd_store_codec.h - the on-disk encodings of the SSD store (internal to ssd_store*.cc).
+// tiering/ssd_store_codec.h - the on-disk encodings of the SSD store (internal to ssd_store*.cc;
+// docs/ssd-tier.md, "On-disk format").
 //
-//   data value: XXH3-64 of the bytes (u64 little endian), then the bytes
-//   meta value: seq u64, expire_ms i64, size u64, little endian (24 bytes)
-//   order key:  seq u64 big endian (8 bytes), so the family iterates oldest first
+//   record key:   slot u16 big endian (2 bytes), then the key's bytes (format 2; format 1 keyed
+//                 records by the bare key), so one slot's records are one key range
+//   value value:  XXH3-64 of the bytes (u64 little endian), then the bytes
+//   header value: seq u64, expire_ms i64, size u64, little endian (24 bytes)
+//   order key:    seq u64 big endian (8 bytes), so the family iterates oldest first; its value
+//                 is the bare key (the same in both formats)
+//   format:       key "version" -> the format number in decimal ("2")
 #pragma once
 
 #include <rocksdb/slice.h>
@@ -10,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #ifndef XXH_INLINE_ALL
 #define XXH_INLINE_ALL
@@ -25,6 +31,37 @@ struct Header {
 };
 
 inline constexpr size_t kHeaderSize = 24;
+inline constexpr size_t kSlotBytes = 2;
+
+/// The key of the `format` family that holds the store's format (SsdStore::kFormat).
+inline constexpr std::string_view kFormatKey = "version";
+
+/// The first bytes of every record key of `slot` (big endian: records sort by slot first).
+inline std::string encode_slot(uint32_t slot) {
+  std::string s(kSlotBytes, '\0');
+  s[0] = static_cast<char>(slot >> 8);
+  s[1] = static_cast<char>(slot);
+  return s;
+}
+
+/// [slot][key]: the RocksDB key of the record of `key`.
+inline std::string record_key(uint16_t slot, std::string_view key) {
+  std::string s;
+  s.reserve(kSlotBytes + key.size());
+  s.push_back(static_cast<char>(slot >> 8));
+  s.push_back(static_cast<char>(slot));
+  s.append(key);
+  return s;
+}
+
+/// The slot and the bare key of a record key; false when it is too short to be one.
+inline bool decode_record_key(const rocksdb::Slice& rk, uint16_t* slot, std::string_view* key) {
+  if (rk.size() < kSlotBytes) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(rk.data());
+  *slot = static_cast<uint16_t>((p[0] << 8) | p[1]);
+  *key = std::string_view(rk.data() + kSlotBytes, rk.size() - kSlotBytes);
+  return true;
+}
 
 inline void put_le(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
