@@ -2,7 +2,6 @@
 // at start-up, flush_on_shutdown and stop at the end (docs/ssd-tier.md).
 #include <algorithm>
 
-#include "cluster/slot.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -31,7 +30,6 @@ void Server::start_ssd_tier() {
   };
   // Records are keyed by [slot][key] (docs/ssd-tier.md, "On-disk format"): the store gets the
   // server's key-to-slot map, and says through the log what it did to an existing store.
-  o.store.slot_of = cluster::key_slot;
   o.store.log = o.log;
   tiering::SsdStatus st;
   ssd_ = tiering::SsdTier::open(keyspace_, std::move(o), &st);

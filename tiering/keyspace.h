@@ -301,6 +301,8 @@ class Keyspace {
   Shard& shard_of(std::string_view key) { return *shards_[shard_index(key)]; }
   /// The slot of `key`.
   uint16_t slot_of(std::string_view key) const { return slot_fn_(key); }
+  /// The key-to-slot function itself (the SSD tier keys its records with it).
+  SlotFn slot_function() const { return slot_fn_; }
 
   /// Registers an observer of every change (change.h), once (again: no effect). Thread-safe:
   /// takes every shard's lock, so it is cheap only at start-up and shutdown.

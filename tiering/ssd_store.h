@@ -95,8 +95,8 @@ struct SsdOptions {
   /// (enable_blob_garbage_collection). Off: a blob file is deleted once all its values are.
   bool blob_gc = false;
   /// The hash slot of a key: the first 2 bytes of its record key (see the top of this file).
-  /// The server passes cluster::key_slot (CRC16 of the key or its hash tag, & 16383); tiering/
-  /// does not include cluster/. It is part of the on-disk format: every open of one store must
+  /// SsdTier::open passes its keyspace's (the server's is cluster::key_slot: CRC16 of the key
+  /// or its hash tag, & 16383; tiering/ does not include cluster/). It is part of the on-disk format: every open of one store must
   /// pass the same function (open() checks a sample of records and refuses a store whose slots
   /// disagree). Called on any thread, sometimes under the store's write mutex: it must be
   /// pure and must not call the store. Null: every key is in slot 0 (tests that do not care).

@@ -25,6 +25,9 @@ void raise_barrier(uint64_t ticket) { t_barrier = std::max(t_barrier, ticket); }
 }  // namespace
 
 std::unique_ptr<SsdTier> SsdTier::open(Keyspace& ks, SsdTierOptions options, SsdStatus* status) {
+  // Records carry the keyspace's slot of their key: one function for both, so a slot's cold keys
+  // are the SSD range of that same slot.
+  if (!options.store.slot_of) options.store.slot_of = ks.slot_function();
   auto say = [&](const std::string& m) {
     if (options.log) options.log(true, m);
   };

@@ -71,7 +71,8 @@ struct SsdTierOptions {
 
 class SsdTier final : public KeyspaceObserver, public Demoter {
  public:
-  /// Opens the store (SsdStore::open) for `ks`. Null with the reason in `*status` on failure.
+  /// Opens the store (SsdStore::open) for `ks`; its records are keyed by `ks`'s slots unless
+  /// options.store.slot_of says otherwise. Null with the reason in `*status` on failure.
   static std::unique_ptr<SsdTier> open(Keyspace& ks, SsdTierOptions options, SsdStatus* status);
   ~SsdTier() override;
 
