@@ -152,7 +152,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // SSD tier state of the command being run (connection_ssd.cc).
   std::vector<tiering::ValueRef> ssd_pins_;
   std::vector<std::pair<std::string_view, tiering::ValueRef>> ssd_transient_;
-  std::vector<std::string_view> ssd_keys_, ssd_loads_;
+  std::vector<size_t> ssd_keys_;
+  std::vector<std::string_view> ssd_loads_;
   std::vector<std::string> ssd_prefetch_;
 
   mutable std::mutex info_mu_;

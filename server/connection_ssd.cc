@@ -33,10 +33,10 @@ bool Connection::ssd_pin(const CommandSpec& spec, const resp::Request& req, int6
   tiering::SsdTier* tier = server_.ssd();
   if (!CommandTable::reads_values(spec, req.args())) return false;
   ssd_keys_.clear();
-  CommandTable::keys_of(spec, req.args(), ssd_keys_);
+  CommandTable::keys(spec, req.args(), ssd_keys_);
   ssd_loads_.clear();
-  for (std::string_view key : ssd_keys_)
-    if (tier->prepare(key, now_ms, ssd_pins_)) ssd_loads_.push_back(key);
+  for (size_t i : ssd_keys_)
+    if (tier->prepare(req[i], now_ms, ssd_pins_)) ssd_loads_.push_back(req[i]);
   return !ssd_loads_.empty();
 }
 
@@ -76,9 +76,10 @@ void Connection::collect_prefetch(std::string_view ahead, int64_t now_ms) {
     const resp::Request& r = peek.request();
     const CommandSpec* spec = ssd_command(r);
     if (spec == nullptr || !CommandTable::reads_values(*spec, r.args())) continue;
-    std::vector<std::string_view> keys;
-    CommandTable::keys_of(*spec, r.args(), keys);
-    for (std::string_view key : keys) {
+    std::vector<size_t> keys;
+    CommandTable::keys(*spec, r.args(), keys);
+    for (size_t i : keys) {
+      const std::string_view key = r[i];
       if (ssd_prefetch_.size() == kMaxPrefetch) break;
       if (std::find(ssd_loads_.begin(), ssd_loads_.end(), key) != ssd_loads_.end() ||
           std::find(ssd_prefetch_.begin(), ssd_prefetch_.end(), key) != ssd_prefetch_.end())

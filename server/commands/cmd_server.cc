@@ -233,18 +233,18 @@ void cmd_command_list(CommandContext& ctx) {
   for (auto n : names) ctx.out.bulk(n);
 }
 
-// COMMAND GETKEYS / GETKEYSANDFLAGS <command> [arg ...] (server.c getKeysSubcommandImpl).
+// COMMAND GETKEYS / GETKEYSANDFLAGS <command> [arg ...] (server.c getKeysSubcommandImpl), with
+// the one key extractor the pipeline uses (CommandTable::keys).
 void getkeys_generic(CommandContext& ctx, bool with_flags) {
   auto argv = ctx.args.subspan(2);
-  const CommandSpec* spec = ctx.server.commands().find(argv[0]);
-  if (spec && !spec->subcommands.empty() && argv.size() >= 2)
-    spec = CommandTable::find_sub(*spec, argv[1]);
+  const CommandSpec* spec = ctx.server.commands().resolve(argv);
   if (spec == nullptr) return ctx.out.error("ERR Invalid command specified");
-  if (spec->first_key <= 0) return ctx.out.error("ERR The command has no key arguments");
+  if (!CommandTable::has_keys(*spec)) return ctx.out.error("ERR The command has no key arguments");
   if (!CommandTable::arity_ok(*spec, argv.size()))
     return ctx.out.error("ERR Invalid number of arguments specified for command");
-  auto positions = CommandTable::key_positions(*spec, argv.size());
-  if (positions.empty()) return ctx.out.error("ERR Invalid arguments specified for command");
+  std::vector<size_t> positions;
+  if (!CommandTable::keys(*spec, argv, positions) || positions.empty())
+    return ctx.out.error("ERR Invalid arguments specified for command");
   auto flags = key_spec_flags(*spec);
   ctx.out.array(positions.size());
   for (size_t pos : positions) {

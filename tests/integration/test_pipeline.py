@@ -1,0 +1,221 @@
+"""The request pipeline (server/pipeline.h, docs/design.md "A request, end to end"), checked
+against redis-server in the same run where Redis has the same behaviour:
+
+- the one key extractor: COMMAND GETKEYS of a sample call of every command in the table gives
+  exactly its keys, and redis-server's answer for Redis's own commands;
+- the slot ownership stage: keys in slots this node does not serve get -MOVED before anything
+  is loaded, moved or allocated (DEBUG SET-SLOT-OWNER, a test aid), with the slot redis-server's
+  CLUSTER KEYSLOT gives;
+- command statistics: INFO commandstats / errorstats / total_error_replies and CONFIG RESETSTAT
+  count as redis-server does for the same sequence of commands.
+"""
+
+import pytest
+
+from harness import TARGET, launch_redis, redis_binary, stop_servers
+from resp_util import Err, Simple
+
+pytestmark = pytest.mark.skipif(TARGET == "redis",
+                                reason="compares stratakv with redis-server side by side")
+
+NO_KEYS = Err("ERR The command has no key arguments")
+CONTAINER = "container"  # a container: GETKEYS reaches its subcommands only
+
+# One sample call per command and subcommand of the table, with the keys it names (None: the
+# command takes no keys). The walk below fails when COMMAND lists a command that is missing
+# here (or this table names one the server does not have), so the table stays complete.
+SAMPLES = {
+    "ping": (["PING", "hi"], None),
+    "echo": (["ECHO", "hi"], None),
+    "auth": (["AUTH", "pw"], None),
+    "hello": (["HELLO", "3"], None),
+    "select": (["SELECT", "0"], None),
+    "quit": (["QUIT", "x"], None),
+    "reset": (["RESET", "x"], None),
+    "client": CONTAINER,
+    "client|id": (["CLIENT", "ID"], None),
+    "client|setname": (["CLIENT", "SETNAME", "n"], None),
+    "client|getname": (["CLIENT", "GETNAME"], None),
+    "client|list": (["CLIENT", "LIST"], None),
+    "client|info": (["CLIENT", "INFO"], None),
+    "client|setinfo": (["CLIENT", "SETINFO", "lib-name", "x"], None),
+    "client|kill": (["CLIENT", "KILL", "1.2.3.4:5"], None),
+    "client|no-evict": (["CLIENT", "NO-EVICT", "on"], None),
+    "client|help": (["CLIENT", "HELP"], None),
+    "get": (["GET", "k"], ["k"]),
+    "set": (["SET", "k", "v", "EX", "10", "GET"], ["k"]),
+    "setnx": (["SETNX", "k", "v"], ["k"]),
+    "setex": (["SETEX", "k", "10", "v"], ["k"]),
+    "psetex": (["PSETEX", "k", "10", "v"], ["k"]),
+    "getset": (["GETSET", "k", "v"], ["k"]),
+    "getdel": (["GETDEL", "k"], ["k"]),
+    "getex": (["GETEX", "k", "PERSIST"], ["k"]),
+    "mget": (["MGET", "a", "b", "c"], ["a", "b", "c"]),
+    "mset": (["MSET", "a", "1", "b", "2"], ["a", "b"]),
+    "msetnx": (["MSETNX", "a", "1", "b", "2", "c", "3"], ["a", "b", "c"]),
+    "append": (["APPEND", "k", "v"], ["k"]),
+    "strlen": (["STRLEN", "k"], ["k"]),
+    "getrange": (["GETRANGE", "k", "0", "1"], ["k"]),
+    "setrange": (["SETRANGE", "k", "0", "v"], ["k"]),
+    "incr": (["INCR", "k"], ["k"]),
+    "decr": (["DECR", "k"], ["k"]),
+    "incrby": (["INCRBY", "k", "2"], ["k"]),
+    "decrby": (["DECRBY", "k", "2"], ["k"]),
+    "incrbyfloat": (["INCRBYFLOAT", "k", "1.5"], ["k"]),
+    "del": (["DEL", "a", "b"], ["a", "b"]),
+    "unlink": (["UNLINK", "a", "b"], ["a", "b"]),
+    "exists": (["EXISTS", "a", "b", "a"], ["a", "b", "a"]),
+    "touch": (["TOUCH", "a", "b"], ["a", "b"]),
+    "type": (["TYPE", "k"], ["k"]),
+    "rename": (["RENAME", "a", "b"], ["a", "b"]),
+    "renamenx": (["RENAMENX", "a", "b"], ["a", "b"]),
+    "copy": (["COPY", "a", "b", "REPLACE"], ["a", "b"]),
+    "keys": (["KEYS", "*"], None),
+    "scan": (["SCAN", "0", "MATCH", "k*"], None),
+    "randomkey": (["RANDOMKEY", "x"], None),
+    "dbsize": (["DBSIZE", "x"], None),
+    "flushdb": (["FLUSHDB", "ASYNC"], None),
+    "flushall": (["FLUSHALL", "ASYNC"], None),
+    "expire": (["EXPIRE", "k", "10", "NX"], ["k"]),
+    "pexpire": (["PEXPIRE", "k", "10"], ["k"]),
+    "expireat": (["EXPIREAT", "k", "100", "GT"], ["k"]),
+    "pexpireat": (["PEXPIREAT", "k", "100"], ["k"]),
+    "ttl": (["TTL", "k"], ["k"]),
+    "pttl": (["PTTL", "k"], ["k"]),
+    "expiretime": (["EXPIRETIME", "k"], ["k"]),
+    "pexpiretime": (["PEXPIRETIME", "k"], ["k"]),
+    "persist": (["PERSIST", "k"], ["k"]),
+    "object": CONTAINER,
+    "object|encoding": (["OBJECT", "ENCODING", "k"], ["k"]),
+    "object|freq": (["OBJECT", "FREQ", "k"], ["k"]),
+    "object|idletime": (["OBJECT", "IDLETIME", "k"], ["k"]),
+    "object|refcount": (["OBJECT", "REFCOUNT", "k"], ["k"]),
+    "object|help": (["OBJECT", "HELP"], None),
+    "info": (["INFO", "server"], None),
+    "time": (["TIME", "x"], None),
+    "lastsave": (["LASTSAVE", "x"], None),
+    "shutdown": (["SHUTDOWN", "NOSAVE"], None),
+    "debug": (["DEBUG", "SLEEP", "0"], None),
+    "config": CONTAINER,
+    "config|get": (["CONFIG", "GET", "maxmemory"], None),
+    "config|set": (["CONFIG", "SET", "maxmemory", "0"], None),
+    "config|resetstat": (["CONFIG", "RESETSTAT"], None),
+    "config|help": (["CONFIG", "HELP"], None),
+    "command": CONTAINER,
+    "command|count": (["COMMAND", "COUNT"], None),
+    "command|docs": (["COMMAND", "DOCS", "get"], None),
+    "command|getkeys": (["COMMAND", "GETKEYS", "get", "k"], None),
+    "command|getkeysandflags": (["COMMAND", "GETKEYSANDFLAGS", "get", "k"], None),
+    "command|help": (["COMMAND", "HELP"], None),
+    "command|info": (["COMMAND", "INFO", "get"], None),
+    "command|list": (["COMMAND", "LIST"], None),
+    "slowlog": CONTAINER,
+    "slowlog|get": (["SLOWLOG", "GET", "1"], None),
+    "slowlog|len": (["SLOWLOG", "LEN"], None),
+    "slowlog|reset": (["SLOWLOG", "RESET"], None),
+    "slowlog|help": (["SLOWLOG", "HELP"], None),
+    "memory": CONTAINER,
+    "memory|usage": (["MEMORY", "USAGE", "k", "SAMPLES", "5"], ["k"]),
+    "memory|stats": (["MEMORY", "STATS"], None),
+    "memory|purge": (["MEMORY", "PURGE"], None),
+    "memory|help": (["MEMORY", "HELP"], None),
+    "tier": (["TIER", "k"], ["k"]),
+    "kv.register": (["KV.REGISTER", "SHM", "4096"], None),
+    "kv.connect": (["KV.CONNECT", "VERBS", "00" * 16, "1", "2", "1024"], None),
+    "kv.unregister": (["KV.UNREGISTER", "1"], None),
+    "kv.put": (["KV.PUT", "k", "3", "1", "0", "3", "EX", "10"], ["k"]),
+    "kv.get": (["KV.GET", "k", "1", "0", "2", "1", "8", "1"], ["k"]),
+    "kv.mput": (["KV.MPUT", "2", "a", "3", "1", "1", "0", "3",
+                 "b", "4", "2", "1", "0", "2", "1", "2", "2", "PX", "100", "NX"], ["a", "b"]),
+    "kv.mget": (["KV.MGET", "3", "a", "1", "1", "0", "3", "b", "0", "c", "1", "1", "3", "3"],
+                ["a", "b", "c"]),
+    "kv.prefix": (["KV.PREFIX", "a", "b", "c", "PIN", "100"], ["a", "b", "c"]),
+    "kv.unpin": (["KV.UNPIN", "a", "b"], ["a", "b"]),
+}
+
+
+@pytest.fixture(scope="module")
+def redis_srv():
+    if redis_binary() is None:
+        pytest.skip("no redis-server to compare with")
+    srv = launch_redis()
+    yield srv
+    stop_servers(srv)
+
+
+def command_names(c):
+    """Every command and subcommand COMMAND lists, with whether its entry says it takes keys
+    (a key range, key specs, or movablekeys)."""
+    names = {}
+
+    def walk(entry):
+        name, flags, first, specs = entry[0].decode(), entry[2], entry[3], entry[8]
+        names[name] = first > 0 or len(specs) > 0 or Simple("movablekeys") in flags
+        for sub in entry[9] or []:
+            walk(sub)
+
+    for entry in c.call("COMMAND"):
+        walk(entry)
+    return names
+
+
+def getkeys(c, args):
+    return c.call("COMMAND", "GETKEYS", *args)
+
+
+def test_getkeys_sample_table_is_complete(raw):
+    names = command_names(raw())
+    assert sorted(set(names) - set(SAMPLES)) == [], "commands without a sample call"
+    assert sorted(set(SAMPLES) - set(names)) == [], "samples of commands the server lacks"
+    for name, takes_keys in names.items():
+        if SAMPLES[name] is CONTAINER:
+            continue
+        assert takes_keys == (SAMPLES[name][1] is not None), name
+
+
+def test_getkeys_of_every_command(raw, redis_srv):
+    c, redis = raw(), redis_srv.raw()
+    compared = 0
+    for name, sample in sorted(SAMPLES.items()):
+        if sample is CONTAINER:
+            continue
+        args, keys = sample
+        got = getkeys(c, args)
+        want = NO_KEYS if keys is None else [k.encode() for k in keys]
+        assert got == want, (name, args)
+        if redis.call("COMMAND", "INFO", name.replace("|", " ").split()[0]) == [None]:
+            continue  # stratakv's own command
+        if "|" in name and redis.call("COMMAND", "INFO", name) == [None]:
+            continue  # a subcommand Redis 7.0 does not have (CLIENT SETINFO is 7.2's)
+        assert got == getkeys(redis, args), (name, args)
+        compared += 1
+    assert compared >= 80
+
+
+def test_getkeys_errors_and_layouts(raw, redis_srv):
+    c, redis = raw(), redis_srv.raw()
+    for args in (["NOSUCH", "a"], ["GET", "a", "b"], ["CONFIG", "NOSUCH"], ["PING", "x"],
+                 ["MSET", "a", "1", "b"], ["SET", "k"]):
+        assert getkeys(c, args) == getkeys(redis, args), args
+    # KV.PREFIX: a trailing PIN <ms> is an option, anything else a key.
+    assert getkeys(c, ["KV.PREFIX", "a", "pin"]) == [b"a", b"pin"]
+    assert getkeys(c, ["KV.PREFIX", "a", "PIN", "x"]) == [b"a", b"PIN", b"x"]
+    assert getkeys(c, ["KV.PREFIX", "a", "b", "PIN", "0"]) == [b"a", b"b"]
+    # Batches: the handler's layout, counts checked against the arguments.
+    invalid = Err("ERR Invalid arguments specified for command")
+    for args in (["KV.MGET", "2", "a", "1", "1", "0", "3"],            # count past the entries
+                 ["KV.MGET", "1", "a", str(10 ** 15), "1", "0", "1"],  # nsegs past them
+                 ["KV.MGET", "1", "a", "1", "1", "0", "3", "extra"],   # trailing arguments
+                 ["KV.MPUT", "1", "a", "-1", "1", "1", "0", "3"],      # negative length
+                 ["KV.MPUT", "0", "a", "3", "1", "1", "0", "3"],       # count not positive
+                 ["KV.MPUT", str(2 ** 64), "a", "3", "1", "1", "0", "3"]):
+        assert getkeys(c, args) == invalid, args
+    assert getkeys(c, ["KV.MPUT", "1", "a", "3", "0", "EX", "10"]) == [b"a"]
+
+
+def test_command_info_of_batches_says_movablekeys(raw):
+    c = raw()
+    (entry,) = c.call("COMMAND", "INFO", "KV.MGET")
+    assert Simple("movablekeys") in entry[2]
+    (spec,) = entry[8]
+    assert spec[spec.index(b"begin_search") + 1] == [b"type", b"unknown", b"spec", []]
