@@ -21,6 +21,7 @@
 #include "server/client_registry.h"
 #include "server/command.h"
 #include "server/config.h"
+#include "server/slot_owner.h"
 #include "server/slowlog.h"
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
@@ -88,6 +89,8 @@ class Server {
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
   Slowlog& slowlog() { return slowlog_; }
+  /// Which hash slots this node serves (the pipeline's slot ownership stage). Thread-safe.
+  SlotOwner& slot_owner() { return slot_owner_; }
   ServerStats& stats() { return stats_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
@@ -205,6 +208,7 @@ class Server {
   CommandTable commands_;
   ClientRegistry clients_;
   Slowlog slowlog_;
+  SlotOwner slot_owner_;
   ServerStats stats_;
 
   std::vector<std::unique_ptr<Worker>> workers_;

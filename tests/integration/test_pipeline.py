@@ -10,10 +10,19 @@ against redis-server in the same run where Redis has the same behaviour:
   count as redis-server does for the same sequence of commands.
 """
 
+import os
+import tempfile
+import time
+
 import pytest
 
+from fastpath_util import FastConn, Segment
 from harness import TARGET, launch_redis, redis_binary, stop_servers
 from resp_util import Err, Simple
+
+OK = Simple("OK")
+MiB = 1 << 20
+ELSEWHERE = "10.0.0.9:7001"  # the node DEBUG SET-SLOT-OWNER hands slots to
 
 pytestmark = pytest.mark.skipif(TARGET == "redis",
                                 reason="compares stratakv with redis-server side by side")
@@ -219,3 +228,137 @@ def test_command_info_of_batches_says_movablekeys(raw):
     assert Simple("movablekeys") in entry[2]
     (spec,) = entry[8]
     assert spec[spec.index(b"begin_search") + 1] == [b"type", b"unknown", b"spec", []]
+
+
+# ---------------------------------------------------------------- slot ownership
+
+def slot_of(c, key):
+    """The slot of `key` as this node's -MOVED says, with every slot served elsewhere."""
+    assert c.call("DEBUG", "SET-SLOT-OWNER", 0, 16383, ELSEWHERE) == OK
+    try:
+        reply = c.call("GET", key)
+    finally:
+        assert c.call("DEBUG", "SET-SLOT-OWNER", 0, 16383, "MYSELF") == OK
+    assert isinstance(reply, Err) and reply.startswith("MOVED "), reply
+    slot, to = reply.split()[1:]
+    assert to == ELSEWHERE
+    return int(slot)
+
+
+def give_away(c, key):
+    slot = slot_of(c, key)
+    assert c.call("DEBUG", "SET-SLOT-OWNER", slot, slot, ELSEWHERE) == OK
+    return slot
+
+
+def test_moved_slots_are_redis_cluster_keyslots(raw, start_server):
+    if redis_binary() is None:
+        pytest.skip("no redis-server to compare with")
+    cluster = launch_redis(cluster_enabled="yes")
+    try:
+        redis = cluster.raw()
+        c = raw()
+        for key in ("foo", "bar", "somekey", "", "{user1000}.following", "foo{}{bar}",
+                    "foo{{bar}}zap", "}{x}", "a" * 1000, "\xff\x00"):
+            assert slot_of(c, key) == redis.call("CLUSTER", "KEYSLOT", key), key
+    finally:
+        stop_servers(cluster)
+
+
+@pytest.fixture
+def sock_path():
+    yield os.path.join(tempfile.mkdtemp(prefix="skv-"), "s.sock")
+
+
+def test_keys_in_unowned_slots_get_moved_and_others_work(start_server, sock_path):
+    srv = start_server(unixsocket=sock_path, memory__capacity="256mb")
+    c = FastConn(sock_path)
+    try:
+        seg = Segment(MiB)
+        c.register(seg)
+        seg.write(0, b"abc")
+        assert slot_of(c, "bar") != slot_of(c, "foo")
+        moved = give_away(c, "foo")
+        redirect = Err("MOVED %d %s" % (moved, ELSEWHERE))
+        assert c.call("SET", "foo", "x") == redirect
+        assert c.call("GET", "foo") == redirect
+        assert c.call("KV.PUT", "foo", 3, seg.id, 0, 3) == redirect
+        assert c.call("KV.MPUT", 2, "bar", 3, 1, seg.id, 0, 3, "foo", 3, 1, seg.id, 0, 3) == redirect
+        assert c.call("MGET", "bar", "foo") == redirect
+        assert c.call("DEL", "foo") == redirect
+        assert c.call("COMMAND", "GETKEYS", "GET", "foo") == [b"foo"]  # no keys of its own
+        assert srv.client().info("fastpath")["kv_put_bytes"] == 0  # no byte moved
+        assert c.call("SET", "bar", "y") == OK
+        assert c.call("GET", "bar") == b"y"
+        assert c.call("KV.PUT", "bar", 3, seg.id, 0, 3) == OK
+        assert c.call("GET", "bar") == b"abc"
+        # Errors of the earlier stages come first, as in Redis: unknown, arity, then MOVED.
+        assert c.call("GET", "foo", "x") == Err("ERR wrong number of arguments for 'get' command")
+        assert c.call("DEBUG", "SET-SLOT-OWNER", moved, moved, "MYSELF") == OK
+        assert c.call("GET", "foo") is None  # nothing was written while it was elsewhere
+        assert c.call("SET", "foo", "x") == OK
+        assert c.call("DEBUG", "SET-SLOT-OWNER", 1, 0, ELSEWHERE) == Err(
+            "ERR Invalid or out of range slot")
+        assert c.call("DEBUG", "SET-SLOT-OWNER", 0, 16384, ELSEWHERE) == Err(
+            "ERR Invalid or out of range slot")
+    finally:
+        c.close()
+
+
+def region(srv):
+    m = srv.client().info("memory")
+    return m["region_allocated"], m["query_buffers_reserved"]
+
+
+def test_large_bulk_for_an_unowned_key_is_never_allocated(start_server):
+    """The block of a large SET value is taken from the region as soon as its `$len` arrives;
+    for a key another node serves it must not be (nor staged on the heap): the bytes are
+    dropped as they come and the reply is the redirect."""
+    srv = start_server(memory__capacity="256mb")
+    size = 32 * MiB
+    half = b"v" * (size // 2)
+    c = srv.raw()
+    moved = give_away(c, "foo")
+    for key, owned in (("bar", True), ("foo", False)):
+        base, _ = region(srv)
+        w = srv.raw()
+        w.send(b"*3\r\n$3\r\nSET\r\n$3\r\n%s\r\n$%d\r\n" % (key.encode(), size) + half)
+        # The server has read the header and most of the half by now (socket buffers hold a few
+        # MiB at most); give it a moment to be sure.
+        time.sleep(0.3)
+        allocated, reserved = region(srv)
+        if owned:
+            assert allocated - base >= size and reserved >= size, (base, allocated, reserved)
+        else:
+            assert allocated - base < MiB and reserved < MiB, (base, allocated, reserved)
+        w.send(half + b"\r\n")
+        reply = w.read_reply(timeout=30)
+        assert reply == (OK if owned else Err("MOVED %d %s" % (moved, ELSEWHERE))), key
+        w.close()
+    assert c.call("STRLEN", "bar") == size
+    assert c.call("DEBUG", "SET-SLOT-OWNER", moved, moved, "MYSELF") == OK
+    assert c.call("EXISTS", "foo") == 0
+
+
+def test_keys_on_ssd_in_unowned_slots_are_not_loaded(start_server, tmp_path):
+    srv = start_server(tiering__ssd__enabled="yes", tiering__ssd__path=str(tmp_path / "ssd"),
+                       tiering__ssd__flush_on_shutdown="yes", memory__capacity="64mb")
+    r = srv.client()
+    r.set("foo", b"f" * 100000)
+    r.set("bar", b"b" * 100000)
+    assert srv.stop() is None
+    srv.start()  # every key is on SSD only now
+    r = srv.client()
+    c = srv.raw()
+    assert c.call("TIER", "foo") == b"ssd" and c.call("TIER", "bar") == b"ssd"
+    moved = give_away(c, "foo")
+    reads = r.info("tiering")["ssd_reads"]
+    # A pipeline: GET bar loads bar and prefetches the reads behind it, but not foo.
+    c.send(b"*2\r\n$3\r\nGET\r\n$3\r\nbar\r\n*2\r\n$3\r\nGET\r\n$3\r\nfoo\r\n")
+    assert c.read_reply() == b"b" * 100000
+    assert c.read_reply() == Err("MOVED %d %s" % (moved, ELSEWHERE))
+    assert r.info("tiering")["ssd_reads"] == reads + 1
+    assert c.call("TIER", "foo") == Err("MOVED %d %s" % (moved, ELSEWHERE))
+    assert c.call("DEBUG", "SET-SLOT-OWNER", moved, moved, "MYSELF") == OK
+    assert c.call("TIER", "foo") == b"ssd"
+    assert c.call("GET", "foo") == b"f" * 100000
