@@ -34,6 +34,7 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       parser_({}, [this](size_t len) { return allocate_bulk(len); }),
       rbuf_(kReadBufferSize) {
   authenticated = server_.config().num(Key::kRequirePass) == 0;
+  writer_.set_error_observer(&Connection::count_error_reply, this);
 }
 
 Connection::~Connection() {

@@ -106,6 +106,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // policy; false: reply -OOM. call: stage 6, the handler, run again after making room when it
   // throws tiering::NeedRoom. record: stage 8.
   void take_bulk_redirect(PreparedCommand& cmd);
+  // The writer's error observer: every error reply counts in total_error_replies and errorstats.
+  static void count_error_reply(void* self, std::string_view text);
   bool room_for_write(int64_t now_ms);
   Outcome call(const resp::Request& req, const PreparedCommand& cmd, int64_t now_ms);
   void record(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,

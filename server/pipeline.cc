@@ -220,6 +220,12 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
   record(req, cmd, outcome, now_ms);
 }
 
+void Connection::count_error_reply(void* self, std::string_view text) {
+  WorkerStats& stats = static_cast<Connection*>(self)->worker_.stats;
+  WorkerStats::bump(stats.errors);
+  stats.error_codes.add(text);
+}
+
 void Connection::take_bulk_redirect(PreparedCommand& cmd) {
   if (bulk_redirect_slot_ < 0) return;
   // A large bulk of this request was dropped unread (allocate_bulk): it must not run, whoever
@@ -284,15 +290,21 @@ Connection::Outcome Connection::call(const resp::Request& req, const PreparedCom
 
 void Connection::record(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
                         int64_t now_ms) {
+  // Per worker, per command id: no lock, no cache line another thread writes. The error replies
+  // themselves (errorstats, total_error_replies) were counted as they were written
+  // (count_error_reply). An unknown command or subcommand has no counters, as in Redis.
   WorkerStats& stats = worker_.stats;
+  if (cmd.spec == nullptr) return;
+  CommandCounters& counters = stats.command(cmd.spec->id);
   if (outcome == Outcome::kRejected) {
-    WorkerStats::bump(stats.rejected);
+    WorkerStats::bump(counters.rejected);
     return;
   }
-  if (outcome == Outcome::kFailed) WorkerStats::bump(stats.failed);
   const int64_t us = call_us_;
+  WorkerStats::bump(counters.calls);
+  WorkerStats::bump(counters.usec, static_cast<uint64_t>(us));
+  if (outcome == Outcome::kFailed) WorkerStats::bump(counters.failed);
   WorkerStats::bump(stats.commands);
-  (void)cmd;
   Config& config = server_.config();
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
   if (threshold >= 0 && us >= threshold)

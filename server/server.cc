@@ -58,7 +58,7 @@ Server::Server(Config& config)
   register_all_commands(commands_);
   sync_eviction_options();
   size_t n = static_cast<size_t>(config_.num(Key::kThreads));
-  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>());
+  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(commands_.size()));
 }
 
 Server::~Server() {
@@ -314,8 +314,12 @@ void Server::reset_stats() {
     w->stats.commands = 0;
     w->stats.net_in = 0;
     w->stats.net_out = 0;
-    w->stats.rejected = 0;
-    w->stats.failed = 0;
+    w->stats.errors = 0;
+    for (size_t i = 0; i < w->stats.command_count; ++i) {
+      CommandCounters& c = w->stats.per_command[i];
+      c.calls = c.usec = c.rejected = c.failed = 0;
+    }
+    w->stats.error_codes.reset();
   }
   stats_.connections_received = 0;
   stats_.connections_rejected = 0;

@@ -362,3 +362,82 @@ def test_keys_on_ssd_in_unowned_slots_are_not_loaded(start_server, tmp_path):
     assert c.call("DEBUG", "SET-SLOT-OWNER", moved, moved, "MYSELF") == OK
     assert c.call("TIER", "foo") == b"ssd"
     assert c.call("GET", "foo") == b"f" * 100000
+
+
+# ---------------------------------------------------------------- command statistics
+
+def info_fields(c, section):
+    text = c.call("INFO", section).decode()
+    fields = {}
+    for line in text.split("\r\n"):
+        if line and not line.startswith("#"):
+            name, _, value = line.partition(":")
+            fields[name] = value
+    return fields
+
+
+def command_stats(c):
+    """cmdstat_<name> -> (calls, rejected_calls, failed_calls); usec are left out."""
+    stats = {}
+    for name, value in info_fields(c, "commandstats").items():
+        assert name.startswith("cmdstat_"), name
+        f = dict(kv.split("=") for kv in value.split(","))
+        assert set(f) == {"calls", "usec", "usec_per_call", "rejected_calls", "failed_calls"}
+        calls, usec = int(f["calls"]), int(f["usec"])
+        assert f["usec_per_call"] == "%.2f" % (usec / calls if calls else 0), value
+        stats[name] = (calls, int(f["rejected_calls"]), int(f["failed_calls"]))
+    return stats
+
+
+def run_sequence(c):
+    """The same commands on either server; returns what INFO says after them."""
+    assert c.call("CONFIG", "RESETSTAT") == OK
+    for _ in range(3):
+        assert c.call("GET", "a") is None
+    assert c.call("SET", "a", "not-a-number") == OK
+    assert c.call("GET", "a") == b"not-a-number"
+    assert c.call("GET") == Err("ERR wrong number of arguments for 'get' command")
+    assert c.call("INCR", "a") == Err("ERR value is not an integer or out of range")
+    assert c.call("NOSUCHCMD", "x").startswith("ERR unknown command 'NOSUCHCMD'")
+    assert c.call("CONFIG", "NOSUCH") == Err("ERR unknown subcommand 'NOSUCH'. Try CONFIG HELP.")
+    assert c.call("CONFIG", "GET") == Err(
+        "ERR wrong number of arguments for 'config|get' command")
+    assert c.call("SET", "b", "1", "EX", "0") == Err("ERR invalid expire time in 'set' command")
+    before = (command_stats(c), info_fields(c, "errorstats"),
+              info_fields(c, "stats")["total_error_replies"])
+    assert c.call("CONFIG", "RESETSTAT") == OK
+    after = (command_stats(c), info_fields(c, "errorstats"),
+             info_fields(c, "stats")["total_error_replies"])
+    return before, after
+
+
+def test_command_and_error_stats_count_as_redis_does(start_server, redis_srv):
+    ours = run_sequence(start_server().raw())
+    theirs = run_sequence(redis_srv.raw())
+    assert ours == theirs
+    (cmds, errors, total), (cmds_reset, errors_reset, total_reset) = ours
+    assert cmds["cmdstat_get"] == (4, 1, 0)
+    assert cmds["cmdstat_incr"] == (1, 0, 1)
+    assert cmds["cmdstat_config|get"] == (0, 1, 0)
+    assert errors == {"errorstat_ERR": "count=6"} and total == "6"
+    assert cmds["cmdstat_set"] == (2, 0, 1)
+    assert cmds_reset == {"cmdstat_config|resetstat": (1, 0, 0)}
+    assert errors_reset == {} and total_reset == "0"
+
+
+def test_stats_of_redirects_and_sections(start_server):
+    srv = start_server()
+    c = srv.raw()
+    assert c.call("CONFIG", "RESETSTAT") == OK
+    moved = give_away(c, "foo")
+    assert c.call("GET", "foo") == Err("MOVED %d %s" % (moved, ELSEWHERE))
+    stats = command_stats(c)
+    assert stats["cmdstat_get"] == (0, 2, 0)  # slot_of's GET and this one, both redirected
+    assert info_fields(c, "errorstats")["errorstat_MOVED"] == "count=2"
+    # INFO / INFO default leave commandstats out; all and everything have every section.
+    text = c.call("INFO").decode()
+    assert "# Errorstats\r\n" in text and "# Commandstats" not in text
+    for section in ("all", "everything"):
+        text = c.call("INFO", section).decode()
+        assert text.index("# CPU") < text.index("# Commandstats") < text.index("# Errorstats")
+        assert "cmdstat_get:" in text
