@@ -41,7 +41,7 @@ bool is_loopback(const asio::ip::address& a) {
 
 }  // namespace
 
-Server::Server(Config& config)
+Server::Server(Config& config, void (*more_commands)(CommandTable&))
     : config_(config),
       // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
       // With the SSD tier, blocks reserved for large bulks in flight and room claimed by writes
@@ -56,6 +56,7 @@ Server::Server(Config& config)
       start_ms_(tiering::now_ms()),
       run_id_(random_hex(40)) {
   register_all_commands(commands_);
+  if (more_commands != nullptr) more_commands(commands_);
   sync_eviction_options();
   size_t n = static_cast<size_t>(config_.num(Key::kThreads));
   for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(commands_.size()));

@@ -85,7 +85,9 @@ struct ServerStats {
 
 class Server {
  public:
-  explicit Server(Config& config);
+  /// `more_commands`, when set, registers further commands after the command families (an
+  /// in-process test adds commands of its own that way).
+  explicit Server(Config& config, void (*more_commands)(CommandTable&) = nullptr);
   ~Server();
 
   /// Binds the TCP listener (`bind`, `port`) and the Unix socket (`unixsocket`). Returns an
