@@ -162,12 +162,13 @@ size_t Parser::feed(const char* data, size_t len, Status* status) {
         break;
       }
       case State::kBulkBody:
-      case State::kLargeBody: {
+      case State::kLargeBody:
+      case State::kDiscardBody: {
         const size_t n = std::min(static_cast<size_t>(bulk_len_ - bulk_have_),
                                   static_cast<size_t>(end - p));
         if (state_ == State::kBulkBody) {
           storage_.append(p, n);
-        } else {
+        } else if (state_ == State::kLargeBody) {
           std::memcpy(large_.back().data + bulk_have_, p, n);
         }
         p += n;
@@ -291,6 +292,11 @@ bool Parser::on_bulk_len(std::string_view line, Status* status) {
       state_ = len == 0 ? State::kBulkCrlf : State::kLargeBody;
       return false;
     }
+    if (lb.discard) {
+      args_.push_back(Arg{storage_.size(), 0, -1});
+      state_ = len == 0 ? State::kBulkCrlf : State::kDiscardBody;
+      return false;
+    }
   }
   args_.push_back(Arg{storage_.size(), len, -1});
   state_ = len == 0 ? State::kBulkCrlf : State::kBulkBody;
@@ -350,6 +356,21 @@ void Parser::fail(std::string text, Status* status) {
   error_ = std::move(text);
   state_ = State::kError;
   *status = Status::kError;
+}
+
+size_t Parser::partial_request(std::vector<std::string_view>* args) const {
+  if (state_ == State::kStart || state_ == State::kInline || state_ == State::kArrayLen ||
+      state_ == State::kError || done_)
+    return 0;
+  // Each completed bulk took one from args_left_; the one being read (if any) has not yet, and
+  // is the last of args_.
+  const size_t complete = args_.size() - (state_ != State::kBulkLen ? 1 : 0);
+  for (size_t i = 0; i < complete; ++i) {
+    const Arg& a = args_[i];
+    if (a.large < 0) args->emplace_back(storage_.data() + a.off, a.len);
+    else args->emplace_back(large_[static_cast<size_t>(a.large)].data, a.len);
+  }
+  return complete + static_cast<size_t>(args_left_);
 }
 
 std::span<char> Parser::large_bulk_window() {

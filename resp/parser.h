@@ -38,9 +38,14 @@ struct ParserLimits {
 struct LargeBulk {
   char* data = nullptr;  ///< at least the requested number of bytes; null = failure
   Keepalive owner;       ///< one reference to what owns `data`
+  /// With `data` null: the bulk's bytes are dropped as they arrive (neither allocated nor
+  /// copied), and the argument reads as empty. For a request its caller will refuse whatever
+  /// it holds (e.g. a key another node serves: the reply is a redirect).
+  bool discard = false;
 };
 
-/// Allocates the home of a large bulk argument of `len` bytes. Called on the parsing thread.
+/// Allocates the home of a large bulk argument of `len` bytes. Called on the parsing thread,
+/// from inside Parser::feed(); it may look at Parser::partial_request().
 using BulkAllocator = std::function<LargeBulk(size_t len)>;
 
 /// One parsed request. Argument views stay valid until the parser's next feed()/reset().
@@ -93,6 +98,12 @@ class Parser {
   /// The complete request after feed() returned kRequest.
   const Request& request() const { return req_; }
 
+  /// The request being parsed (e.g. asked from the BulkAllocator, before a large bulk): appends
+  /// its complete arguments so far to `*args` (views valid until the parser goes on) and
+  /// returns its argument count as announced (the multibulk length; 0 when no multibulk is
+  /// being parsed).
+  size_t partial_request(std::vector<std::string_view>* args) const;
+
   /// The error text (without the leading '-') after feed() returned kError, e.g.
   /// "ERR Protocol error: invalid bulk length".
   const std::string& error() const { return error_; }
@@ -133,7 +144,8 @@ class Parser {
 
  private:
   enum class State : uint8_t {
-    kStart, kInline, kArrayLen, kBulkLen, kBulkBody, kLargeBody, kBulkCrlf, kError
+    kStart, kInline, kArrayLen, kBulkLen, kBulkBody, kLargeBody, kDiscardBody, kBulkCrlf,
+    kError
   };
   enum class Line : uint8_t { kPartial, kDone, kTooBig };
   struct Arg {

@@ -35,7 +35,11 @@ void Writer::line(char type, std::string_view s) {
 
 void Writer::simple(std::string_view s) { line('+', s); }
 
-void Writer::error(std::string_view text) { line('-', text); }
+void Writer::error(std::string_view text) {
+  line('-', text);
+  ++errors_;
+  if (observer_ != nullptr) observer_(observer_arg_, text);
+}
 
 void Writer::integer(int64_t v) { header(':', v); }
 
@@ -127,6 +131,14 @@ void Writer::buffers(std::vector<OutBuffer>* out) const {
     pos = r.inline_offset;
   }
   if (pos < inline_.size()) out->push_back({inline_.data() + pos, inline_.size() - pos});
+}
+
+void Writer::rewind(const Mark& m) {
+  if (m.inline_size > inline_.size() || m.refs > refs_.size()) return;  // not from this batch
+  inline_.resize(m.inline_size);
+  refs_.erase(refs_.begin() + static_cast<std::ptrdiff_t>(m.refs), refs_.end());
+  ref_bytes_ = m.ref_bytes;
+  errors_ = m.errors;
 }
 
 void Writer::clear() {

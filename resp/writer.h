@@ -41,7 +41,7 @@ class Writer {
   void simple(std::string_view s);   ///< +s (CR/LF in s become spaces)
   void ok() { simple("OK"); }        ///< +OK
   /// -text. `text` starts with the error code, e.g. "ERR syntax error"; CR/LF in it become
-  /// spaces, as Redis does.
+  /// spaces, as Redis does. Counted in errors() and passed to the error observer.
   void error(std::string_view text);
   void integer(int64_t v);           ///< :v
   void bulk(std::string_view s);     ///< $len s (copied)
@@ -72,6 +72,29 @@ class Writer {
   /// Drops pending output and releases referenced values. Call after the write completed.
   void clear();
 
+  /// Error replies written since construction (error() calls; clear() keeps the count): a
+  /// caller compares it before and after a command to tell whether the command replied an
+  /// error (Redis's failed_calls).
+  uint64_t errors() const { return errors_; }
+  /// Called with the text of every error reply as it is written (e.g. to count INFO
+  /// errorstats by error code); null: none. `arg` is passed back.
+  using ErrorObserver = void (*)(void* arg, std::string_view text);
+  void set_error_observer(ErrorObserver fn, void* arg) {
+    observer_ = fn;
+    observer_arg_ = arg;
+  }
+
+  /// A position in the pending output, to rewind() to. Valid until the next clear().
+  struct Mark {
+    size_t inline_size, refs, ref_bytes;
+    uint64_t errors;
+  };
+  Mark mark() const { return {inline_.size(), refs_.size(), ref_bytes_, errors_}; }
+  /// Drops what was written since `m` (a command that must run again: its partial reply goes),
+  /// releasing the values referenced since, and sets errors() back. The error observer is not
+  /// told (what it saw of the dropped part stays counted).
+  void rewind(const Mark& m);
+
  private:
   struct Ref {
     size_t inline_offset;  // position in inline_ where the referenced bytes belong
@@ -85,6 +108,9 @@ class Writer {
   std::string inline_;
   std::vector<Ref> refs_;
   size_t ref_bytes_ = 0;
+  uint64_t errors_ = 0;
+  ErrorObserver observer_ = nullptr;
+  void* observer_arg_ = nullptr;
 };
 
 }  // namespace resp

@@ -20,11 +20,16 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 void CommandTable::add(CommandSpec spec) {
+  if (by_name_.count(spec.name) != 0) return;
   spec.full_name = spec.name;
-  for (auto& sub : spec.subcommands) sub.full_name = spec.name + "|" + sub.name;
+  spec.id = static_cast<uint32_t>(count_++);
+  for (auto& sub : spec.subcommands) {
+    sub.full_name = spec.name + "|" + sub.name;
+    sub.id = static_cast<uint32_t>(count_++);
+  }
   std::string name = spec.name;
   auto [it, inserted] = by_name_.emplace(name, std::move(spec));
-  if (inserted) order_.push_back(&it->second);
+  order_.push_back(&it->second);
 }
 
 const CommandSpec* CommandTable::find(std::string_view name) const {
@@ -40,15 +45,6 @@ const CommandSpec* CommandTable::find_sub(const CommandSpec& container, std::str
   for (const auto& sub : container.subcommands)
     if (iequals(sub.name, name)) return &sub;
   return nullptr;
-}
-
-std::vector<size_t> CommandTable::key_positions(const CommandSpec& spec, size_t argc) {
-  std::vector<size_t> keys;
-  if (spec.first_key <= 0 || argc == 0) return keys;
-  size_t last = spec.last_key < 0 ? argc + spec.last_key : static_cast<size_t>(spec.last_key);
-  size_t step = spec.key_step > 0 ? spec.key_step : 1;
-  for (size_t i = spec.first_key; i <= last && i < argc; i += step) keys.push_back(i);
-  return keys;
 }
 
 void CommandTable::set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn) {
@@ -72,21 +68,23 @@ const CommandSpec* CommandTable::resolve(std::span<const std::string_view> args)
   return spec;
 }
 
-void CommandTable::keys_of(const CommandSpec& spec, std::span<const std::string_view> args,
-                           std::vector<std::string_view>& out) {
-  const size_t argc = args.size();
-  if (spec.find_keys != nullptr) {
-    std::vector<size_t> at;
-    spec.find_keys(args, at);
-    for (size_t i : at)
-      if (i < argc) out.push_back(args[i]);
-    return;
-  }
-  if (spec.first_key <= 0 || argc == 0) return;
-  const size_t last =
-      spec.last_key < 0 ? argc + spec.last_key : static_cast<size_t>(spec.last_key);
-  const size_t step = spec.key_step > 0 ? spec.key_step : 1;
-  for (size_t i = spec.first_key; i <= last && i < argc; i += step) out.push_back(args[i]);
+bool CommandTable::range_keys(const CommandSpec& spec, size_t argc, std::vector<size_t>& out) {
+  if (spec.find_keys != nullptr) return false;
+  if (spec.first_key <= 0) return true;
+  // A negative last counts from the end (-1: the last argument); a call shorter than the range
+  // (possible only with a negative arity) yields the keys it has.
+  const int64_t n = static_cast<int64_t>(argc);
+  const int64_t last = spec.last_key < 0 ? n + spec.last_key : spec.last_key;
+  const int64_t step = spec.key_step > 0 ? spec.key_step : 1;
+  for (int64_t i = spec.first_key; i <= last && i < n; i += step)
+    out.push_back(static_cast<size_t>(i));
+  return true;
+}
+
+bool CommandTable::keys(const CommandSpec& spec, std::span<const std::string_view> args,
+                        std::vector<size_t>& out) {
+  if (spec.find_keys != nullptr) return spec.find_keys(args, out);
+  return range_keys(spec, args.size(), out);
 }
 
 }  // namespace server

@@ -1,8 +1,11 @@
-// server/command.h - the command table: one entry per command, the single source for dispatch
-// (arity, flags, auth), COMMAND INFO/DOCS/GETKEYS and, later, cluster slot checks.
+// server/command.h - the command table: one entry per command, the single source for the
+// request pipeline (arity, flags, auth, keys; server/pipeline.h), COMMAND INFO/DOCS/GETKEYS, the
+// SSD tier's loads and the slot ownership stage.
 //
 // Entries follow Redis 7's command model (src/commands/*.json): arity counts the command name
-// (negative = at least), key positions are first/last/step (last -1 = the last argument).
+// (negative = at least), key positions are first/last/step (last -1 = the last argument), or,
+// for commands whose keys move with their other arguments (Redis's "movablekeys"), a finder.
+// CommandTable::keys is the one key extractor every caller uses.
 #pragma once
 
 #include <cstdint>
@@ -65,9 +68,11 @@ struct CommandSpec {
   std::string since;       ///< Redis version that introduced the command
   std::string complexity;  ///< for COMMAND DOCS
   std::vector<CommandSpec> subcommands;  ///< for containers such as CLIENT or CONFIG
-  /// For commands whose keys sit where first/last/step cannot say (KV.MGET): appends the
-  /// indexes of the key arguments of `args` to `out`.
-  void (*find_keys)(std::span<const std::string_view> args, std::vector<size_t>& out) = nullptr;
+  /// For commands whose keys sit where first/last/step cannot say (KV.MGET, KV.MPUT,
+  /// KV.PREFIX): appends the indexes of the key arguments of `args` to `out`, in order. False
+  /// when the arguments do not fit the command's layout (the handler replies the error); `out`
+  /// may then hold some indexes. Must not allocate beyond `out`'s growth.
+  bool (*find_keys)(std::span<const std::string_view> args, std::vector<size_t>& out) = nullptr;
   /// For commands that read values only with some arguments (SET ... GET): whether this call
   /// does. Null: every call does, unless flags has kNoValue.
   bool (*reads_values)(std::span<const std::string_view> args) = nullptr;
@@ -78,13 +83,18 @@ struct CommandSpec {
 
   /// "client|kill" for subcommands, "get" otherwise (set by CommandTable::add).
   std::string full_name;
+  /// Dense index of this command or subcommand in [0, CommandTable::size()), assigned by
+  /// CommandTable::add in registration order: the slot of its per-worker counters.
+  uint32_t id = 0;
 };
 
 /// All commands. Filled once at start-up, then read-only (so thread-safe to read).
 class CommandTable {
  public:
-  /// Registers a command (and its subcommands).
+  /// Registers a command (and its subcommands), giving each an id.
   void add(CommandSpec spec);
+  /// Number of commands and subcommands registered (ids are below it).
+  size_t size() const { return count_; }
   /// Sets the find_keys / reads_values hooks of a registered top-level command.
   void set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn);
   void set_reads_values(std::string_view name, decltype(CommandSpec::reads_values) fn);
@@ -95,13 +105,23 @@ class CommandTable {
   static const CommandSpec* find_sub(const CommandSpec& container, std::string_view name);
   /// Every top-level command, in registration order.
   const std::vector<const CommandSpec*>& all() const { return order_; }
-  /// Indexes of the key arguments of `args` for `spec` (COMMAND GETKEYS, slot checks).
-  static std::vector<size_t> key_positions(const CommandSpec& spec, size_t argc);
-  /// The command or subcommand `args` names; null when unknown (dispatch replies the error).
+  /// The command or subcommand `args` names; null when unknown (the pipeline replies the error).
   const CommandSpec* resolve(std::span<const std::string_view> args) const;
-  /// Appends the key arguments of a call to `out`: first/last/step, or find_keys.
-  static void keys_of(const CommandSpec& spec, std::span<const std::string_view> args,
-                      std::vector<std::string_view>& out);
+  /// Whether calls of `spec` take keys (a key range or a finder): Redis's doesCommandHaveKeys.
+  static bool has_keys(const CommandSpec& spec) {
+    return spec.first_key > 0 || spec.find_keys != nullptr;
+  }
+  /// The one key extractor (COMMAND GETKEYS, the SSD tier's loads and prefetch, the slot
+  /// stage): appends the indexes of the key arguments of the call `args` (args[0] the command
+  /// name) to `out`, in argument order: first/last/step as Redis's getKeysUsingKeySpecs (range
+  /// positions past the arguments are skipped), or the spec's find_keys. False when the
+  /// arguments do not fit a finder's layout. Allocates only to grow `out`.
+  static bool keys(const CommandSpec& spec, std::span<const std::string_view> args,
+                   std::vector<size_t>& out);
+  /// For a call of `argc` arguments whose content is not all known yet (a request still being
+  /// received): appends the key indexes a first/last/step range gives. False for a command with
+  /// a finder (its keys depend on the content).
+  static bool range_keys(const CommandSpec& spec, size_t argc, std::vector<size_t>& out);
   /// Whether a call reads its keys' values (kNoValue, reads_values).
   static bool reads_values(const CommandSpec& spec, std::span<const std::string_view> args) {
     if (spec.reads_values != nullptr) return spec.reads_values(args);
@@ -120,6 +140,7 @@ class CommandTable {
   };
   std::unordered_map<std::string, CommandSpec, NameHash, std::equal_to<>> by_name_;
   std::vector<const CommandSpec*> order_;
+  size_t count_ = 0;
 };
 
 /// Lower-cases ASCII into `out` (reusing its storage).

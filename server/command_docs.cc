@@ -96,7 +96,8 @@ const CommandSpec* lookup_full_name(const CommandTable& table, std::string_view 
 
 namespace {
 
-void reply_flags(resp::Writer& out, uint32_t flags) {
+// `movable`: the command's keys are found by its finder (Redis's "movablekeys", last).
+void reply_flags(resp::Writer& out, uint32_t flags, bool movable) {
   // Redis's order (server.c addReplyCommandFlags).
   static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
       {kWrite, "write"}, {kReadonly, "readonly"}, {kDenyOom, "denyoom"},
@@ -104,16 +105,19 @@ void reply_flags(resp::Writer& out, uint32_t flags) {
       {kStale, "stale"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
       {kAllowBusy, "allow_busy"},
   };
-  size_t n = 0;
+  size_t n = movable ? 1 : 0;
   for (const auto& [bit, name] : kNames) n += (flags & bit) ? 1 : 0;
   out.set(n);
   for (const auto& [bit, name] : kNames)
     if (flags & bit) out.simple(name);
+  if (movable) out.simple("movablekeys");
 }
 
-// The one key spec equivalent to (first, last, step): begin at index `first`, then a range.
+// The one key spec equivalent to (first, last, step): begin at index `first`, then a range. A
+// command whose keys its finder reads from its other arguments (KV.MPUT's batch layout) has a
+// spec of type "unknown" for both, as Redis's KSPEC_BS_UNKNOWN / KSPEC_FK_UNKNOWN.
 void reply_key_specs(resp::Writer& out, const CommandSpec& spec) {
-  if (spec.first_key <= 0) return out.set(0);
+  if (!CommandTable::has_keys(spec)) return out.set(0);
   auto type = [&](std::string_view t, size_t spec_fields) {
     out.map(2);
     out.bulk("type");
@@ -132,6 +136,12 @@ void reply_key_specs(resp::Writer& out, const CommandSpec& spec) {
   out.set(flags.size());
   for (auto f : flags) out.simple(f);
   out.bulk("begin_search");
+  if (spec.find_keys != nullptr) {
+    type("unknown", 0);
+    out.bulk("find_keys");
+    type("unknown", 0);
+    return;
+  }
   type("index", 1);
   num("index", spec.first_key);
   out.bulk("find_keys");
@@ -148,7 +158,7 @@ void reply_command_info(resp::Writer& out, const CommandSpec* spec) {
   out.array(10);
   out.bulk(spec->full_name);
   out.integer(spec->arity);
-  reply_flags(out, spec->flags);
+  reply_flags(out, spec->flags, spec->find_keys != nullptr);
   out.integer(spec->first_key);
   out.integer(spec->last_key);
   out.integer(spec->key_step);

@@ -35,6 +35,7 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       parser_({}, [this](size_t len) { return allocate_bulk(len); }),
       rbuf_(kReadBufferSize) {
   authenticated = server_.config().num(Key::kRequirePass) == 0;
+  writer_.set_error_observer(&Connection::count_error_reply, this);
 }
 
 Connection::~Connection() {
@@ -83,6 +84,19 @@ asio::awaitable<std::pair<asio::error_code, size_t>> Connection::read_some(std::
 }
 
 resp::LargeBulk Connection::allocate_bulk(size_t len) {
+  // Stage 3 of the pipeline, early: a bulk after a key in a slot another node serves is
+  // dropped unread (the request is answered with the redirect), not allocated in the region.
+  if (!server_.slot_owner().owns_all()) {
+    partial_args_.clear();
+    const size_t argc = parser_.partial_request(&partial_args_);
+    const int slot = unowned_slot_before(server_, partial_args_, argc, authenticated);
+    partial_args_.clear();
+    if (slot >= 0) {
+      bulk_redirect_slot_ = slot;
+      bulk_redirect_to_ = server_.slot_owner().address(static_cast<uint16_t>(slot));
+      return {nullptr, {}, /*discard=*/true};
+    }
+  }
   // A header only promises bytes: its buffer must not push other keys out. So the value's
   // block is taken from the region only while memory, counting every promise in flight,
   // stays within maxmemory, and never by evicting; otherwise the parser stages the bulk on
@@ -208,34 +222,13 @@ asio::awaitable<void> Connection::run() {
       pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
-        tiering::SsdTier* ssd = server_.ssd();
-        const CommandSpec* spec = ssd != nullptr ? ssd_command(req) : nullptr;
-        std::optional<Server::RoomClaim> claim;  // the room this write waited for, until it ran
-        if (spec != nullptr) {
-          if (const auto incoming = ssd_write_bytes(*spec, req)) {
-            bool room = !server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite);
-            if (!room) {
-              co_await ssd_throttle(*incoming);
-              room = !server_.must_wait_for_room(*incoming, Server::RoomFor::kWrite);
-            }
-            // Room found by demotion stands for dispatch's maxmemory check; a wait that ended
-            // without room (or no demotion at all) leaves that check to decide, per policy.
-            room_checked_ = room && server_.demotes();
-            claim.emplace(server_, *incoming);
-          }
-        }
-        // Keys on SSD only are loaded first, on the I/O pool (docs/ssd-tier.md).
-        const bool run =
-            spec == nullptr || !ssd_pin(*spec, req, batch_ms) ||
-            co_await ssd_load(batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
+        // Every stage of the pipeline (server/pipeline.h); with the SSD tier, as a coroutine
+        // that may wait for loads, room and the disk.
+        if (server_.ssd() == nullptr)
+          process(req, batch_ms);
+        else
+          co_await process_tiered(req, batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
         if (closed_.load(std::memory_order_relaxed)) break;
-        if (run) execute(req, batch_ms);
-        claim.reset();
-        room_checked_ = false;
-        if (ssd != nullptr) {
-          // A reply that supersedes SSD records goes out once their removal is written.
-          if (const uint64_t ticket = ssd_release()) co_await ssd_wait(ticket);
-        }
         if (close_after_reply_) break;
         if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
       } else if (st == resp::Parser::Status::kError) {

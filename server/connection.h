@@ -1,4 +1,5 @@
-// server/connection.h - one client connection: read, parse, dispatch, reply.
+// server/connection.h - one client connection: read, parse, run each request through the
+// pipeline (server/pipeline.h), reply.
 //
 // A connection lives on one worker thread. Its loop (a C++20 coroutine on Asio) reads into a
 // fixed read buffer, feeds the RESP parser, runs every complete request, and writes all replies
@@ -25,6 +26,7 @@
 #include "rdma/segment.h"
 #include "rdma/verbs_transport.h"
 #include "server/command.h"
+#include "server/pipeline.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
@@ -86,15 +88,38 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Milliseconds since the last request.
   int64_t idle_ms(int64_t now_ms) const;
 
-  /// Runs one request (server/dispatch.cc). `now_ms` is the wall clock of the batch it came in.
-  void execute(const resp::Request& req, int64_t now_ms);
+  /// Runs one request through every stage of the pipeline, without the SSD tier (pipeline.cc).
+  /// `now_ms` is the wall clock of the batch it came in.
+  void process(const resp::Request& req, int64_t now_ms);
+  /// The same with the SSD tier: loads, back-pressure waits and reply barriers suspend this
+  /// coroutine (never the thread). `now_ms` is refreshed after a load; `ahead` is the read
+  /// buffer's bytes after the request (the keys of the reads there are prefetched).
+  asio::awaitable<void> process_tiered(const resp::Request& req, int64_t& now_ms,
+                                       std::string_view ahead);
 
  private:
+  // How a request ended, for its stats (pipeline.cc): refused before its handler ran (Redis's
+  // rejected_calls), run, or run and replied an error (failed_calls).
+  enum class Outcome : uint8_t { kRejected, kCalled, kFailed };
+  // Pipeline stages (pipeline.cc). take_bulk_redirect: a request whose large bulk was dropped
+  // (allocate_bulk) becomes a redirect. room_for_write: stage 5's maxmemory check, evicting per
+  // policy; false: reply -OOM. call: stage 6, the handler, run again after making room when it
+  // throws tiering::NeedRoom. record: stage 8.
+  void take_bulk_redirect(PreparedCommand& cmd);
+  // The writer's error observer: every error reply counts in total_error_replies and errorstats.
+  static void count_error_reply(void* self, std::string_view text);
+  bool room_for_write(int64_t now_ms);
+  Outcome call(const resp::Request& req, const PreparedCommand& cmd, int64_t now_ms);
+  void record(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
+              int64_t now_ms);
   asio::awaitable<void> run();
   asio::awaitable<bool> flush();
   /// Reads what the socket has into `buf` (at least one byte, or an error). On the Unix socket
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
+  // The parser's allocator of large bulks: a block of the region, read into straight from the
+  // socket; staged on the heap when memory is short; dropped unread when a key before it is in
+  // a slot another node serves (stage 3, before any byte of it is allocated).
   resp::LargeBulk allocate_bulk(size_t len);
   // Moves this client's part of a server-wide figure from `counted` to `now`.
   static void account(size_t now, std::atomic<size_t>& counted, std::atomic<uint64_t>& total);
@@ -103,17 +128,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // them on the I/O pool; false when it replied an error instead (the command must not run);
   // refreshes `now_ms`. ssd_release: after the command, releases what ssd_pin and ssd_load
   // held and returns the ticket its reply must wait for (0: none), which ssd_wait waits for.
-  // ssd_command: the command `req` runs, or null when dispatch will reply an error instead
-  // (unknown, arity, NOAUTH): then the tier has nothing to do for it.
-  const CommandSpec* ssd_command(const resp::Request& req) const;
-  bool ssd_pin(const CommandSpec& spec, const resp::Request& req, int64_t now_ms);
-  // Back-pressure of the disk (docs/ssd-tier.md, "Memory while demoting"). ssd_write_bytes:
-  // for a write (denyoom), the bytes it brings that are not in the memory region yet; nullopt
-  // for any other command. ssd_throttle: waits (this coroutine, not the thread) while the
-  // write must (Server::RoomWait), so writers slow to the disk's pace instead of evicting what
-  // is not on SSD yet or getting -OOM.
-  std::optional<uint64_t> ssd_write_bytes(const CommandSpec& spec,
-                                          const resp::Request& req) const;
+  bool ssd_pin(const PreparedCommand& cmd, const resp::Request& req, int64_t now_ms);
+  // Back-pressure of the disk (docs/ssd-tier.md, "Memory while demoting"). ssd_throttle: waits
+  // (this coroutine, not the thread) while a write bringing `incoming` bytes must
+  // (Server::RoomWait), so writers slow to the disk's pace instead of evicting what is not on
+  // SSD yet or getting -OOM.
   asio::awaitable<void> ssd_throttle(uint64_t incoming);
   // `ahead`: the read buffer's bytes after this request; the keys on SSD of the read commands
   // among them are prefetched (collect_prefetch) alongside this command's.
@@ -136,10 +155,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int> resp_{2};
   std::atomic<bool> closed_{false};
   bool close_after_reply_ = false;
-  bool room_checked_ = false;  // the command being run waited for room (SSD tier)
   // When the previous command ended (or the batch began): each command's duration for the
   // slowlog is measured from here, so it costs one clock read per command.
   std::chrono::steady_clock::time_point command_end_;
+  int64_t call_us_ = 0;  // the last call's duration
+
+  // The request being run, resolved once (reused: no allocation per request), and one more
+  // for the requests the SSD tier's prefetch peeks at.
+  PreparedCommand prepared_, peek_;
+  // Set by allocate_bulk when it dropped a bulk of the request being received: the slot of the
+  // key before it and the node serving it then (take_bulk_redirect).
+  int bulk_redirect_slot_ = -1;
+  std::string bulk_redirect_to_;
+  std::vector<std::string_view> partial_args_;  // allocate_bulk's scratch
 
   resp::Parser parser_;
   resp::Writer writer_;
@@ -152,7 +180,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // SSD tier state of the command being run (connection_ssd.cc).
   std::vector<tiering::ValueRef> ssd_pins_;
   std::vector<std::pair<std::string_view, tiering::ValueRef>> ssd_transient_;
-  std::vector<std::string_view> ssd_keys_, ssd_loads_;
+  std::vector<std::string_view> ssd_loads_;
   std::vector<std::string> ssd_prefetch_;
 
   mutable std::mutex info_mu_;

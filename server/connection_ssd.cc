@@ -1,5 +1,6 @@
 // server/connection_ssd.cc - what a connection does around a command when the SSD tier is on
-// (tiering/ssd_tier.h, docs/ssd-tier.md): pin the memory values of the command's keys, load
+// (tiering/ssd_tier.h, docs/ssd-tier.md), for stages 4, 5 and 7 of the request pipeline
+// (server/pipeline.h, which runs them in order): pin the memory values of the command's keys, load
 // the keys that are on SSD only on the I/O pool (never on this thread) and resume when they
 // are in memory, then, after the command, release what it pinned and hold its reply until the
 // SSD records it superseded are gone from disk. A connection runs its commands one at a time,
@@ -19,24 +20,11 @@
 
 namespace server {
 
-const CommandSpec* Connection::ssd_command(const resp::Request& req) const {
-  const CommandSpec* spec = server_.commands().resolve(req.args());
-  // Errors (unknown command, arity, NOAUTH) are dispatch's to reply: nothing to do for them.
-  if (spec == nullptr || !CommandTable::arity_ok(*spec, req.size())) return nullptr;
-  if (!authenticated && !(spec->flags & kNoAuth) &&
-      server_.config().num(Key::kRequirePass) != 0)
-    return nullptr;
-  return spec;
-}
-
-bool Connection::ssd_pin(const CommandSpec& spec, const resp::Request& req, int64_t now_ms) {
+bool Connection::ssd_pin(const PreparedCommand& cmd, const resp::Request& req, int64_t now_ms) {
   tiering::SsdTier* tier = server_.ssd();
-  if (!CommandTable::reads_values(spec, req.args())) return false;
-  ssd_keys_.clear();
-  CommandTable::keys_of(spec, req.args(), ssd_keys_);
   ssd_loads_.clear();
-  for (std::string_view key : ssd_keys_)
-    if (tier->prepare(key, now_ms, ssd_pins_)) ssd_loads_.push_back(key);
+  for (size_t i : cmd.keys)
+    if (tier->prepare(req[i], now_ms, ssd_pins_)) ssd_loads_.push_back(req[i]);
   return !ssd_loads_.empty();
 }
 
@@ -74,11 +62,12 @@ void Connection::collect_prefetch(std::string_view ahead, int64_t now_ms) {
     off += peek.feed(ahead.data() + off, ahead.size() - off, &st);
     if (st != resp::Parser::Status::kRequest) break;
     const resp::Request& r = peek.request();
-    const CommandSpec* spec = ssd_command(r);
-    if (spec == nullptr || !CommandTable::reads_values(*spec, r.args())) continue;
-    std::vector<std::string_view> keys;
-    CommandTable::keys_of(*spec, r.args(), keys);
-    for (std::string_view key : keys) {
+    // Stages 1-3 as the request will pass them: a refused one (a key another node serves, for
+    // one) loads nothing.
+    prepare(server_, r, authenticated, peek_);
+    if (!peek_.runs() || !peek_.reads_values) continue;
+    for (size_t i : peek_.keys) {
+      const std::string_view key = r[i];
       if (ssd_prefetch_.size() == kMaxPrefetch) break;
       if (std::find(ssd_loads_.begin(), ssd_loads_.end(), key) != ssd_loads_.end() ||
           std::find(ssd_prefetch_.begin(), ssd_prefetch_.end(), key) != ssd_prefetch_.end())
@@ -128,8 +117,7 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms, std::string_view ahe
   loaded.resize(own);
   for (size_t i = 0; i < loaded.size(); ++i) {
     Loaded& l = loaded[i];
-    if (!l.status.ok()) {
-      WorkerStats::bump(worker_.stats.rejected);
+    if (!l.status.ok()) {  // the pipeline counts the command as rejected
       if (l.status.code == tiering::SsdStatus::Code::kNoMemory) writer_.error(err::kOom);
       else writer_.error(err::ssd_read_failed(l.status.message));
       co_return false;  // ssd_release() drops what the others loaded
@@ -139,17 +127,6 @@ asio::awaitable<bool> Connection::ssd_load(int64_t& now_ms, std::string_view ahe
     ssd_pins_.push_back(std::move(l.pin));
   }
   co_return true;
-}
-
-std::optional<uint64_t> Connection::ssd_write_bytes(const CommandSpec& spec,
-                                                    const resp::Request& req) const {
-  if (!(spec.flags & kDenyOom)) return std::nullopt;
-  if (spec.write_bytes != nullptr) return spec.write_bytes(req.args());
-  // Arguments read straight into a block of the region (large bulks) are there already.
-  uint64_t bytes = 0;
-  for (size_t i = 1; i < req.size(); ++i)
-    if (!req.owner(i)) bytes += req[i].size();
-  return bytes;
 }
 
 asio::awaitable<void> Connection::ssd_throttle(uint64_t incoming) {

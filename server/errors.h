@@ -32,6 +32,8 @@ inline constexpr std::string_view kStringTooLong =
     "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 inline constexpr std::string_view kOom =
     "OOM command not allowed when used memory > 'maxmemory'.";
+inline constexpr std::string_view kCrossSlot =
+    "CROSSSLOT Keys in request don't hash to the same slot";
 inline constexpr std::string_view kMaxClients = "ERR max number of clients reached";
 inline constexpr std::string_view kExpireFlags =
     "ERR NX and XX, GT or LT options at the same time are not compatible";
@@ -188,6 +190,11 @@ inline std::string client_attr_chars(std::string_view attr) {
 /// "ERR wrong number of arguments for 'get' command"
 inline std::string wrong_arity(std::string_view command) {
   return "ERR wrong number of arguments for '" + std::string(command) + "' command";
+}
+
+/// "MOVED 3999 127.0.0.1:6381" (cluster.c clusterRedirectClient)
+inline std::string moved(uint16_t slot, std::string_view address) {
+  return "MOVED " + std::to_string(slot) + " " + std::string(address);
 }
 
 /// "ERR invalid expire time in 'set' command"

@@ -218,8 +218,8 @@ void section_stats(Server& srv, int64_t, std::string* s) {
   field(s, "keyspace_misses", ks.misses);
   constants(s, {{"pubsub_channels", "0"}, {"pubsub_patterns", "0"}, {"latest_fork_usec", "0"},
                 {"total_forks", "0"}});
-  field(s, "total_error_replies",
-        srv.sum(&WorkerStats::rejected) + srv.sum(&WorkerStats::failed));
+  constants(s, {{"unexpected_error_replies", "0"}});
+  field(s, "total_error_replies", srv.sum(&WorkerStats::errors));
 }
 
 void section_replication(Server& srv, int64_t, std::string* s) {
@@ -313,41 +313,42 @@ struct SectionDef {
   const char* name;   // as INFO <section> asks for it
   const char* title;  // as the "# Title" line shows it
   void (*gen)(Server&, int64_t, std::string*);
+  bool in_default;    // part of INFO / INFO default (commandstats is not, as in Redis)
 };
 
-// In Redis's order. Every one of them is also a "default" section in Redis.
+// In Redis's order (server.c genRedisInfoString; stratakv's own before Keyspace).
 constexpr SectionDef kSections[] = {
-    {"server", "Server", section_server},
-    {"clients", "Clients", section_clients},
-    {"memory", "Memory", section_memory},
-    {"persistence", "Persistence", section_persistence},
-    {"stats", "Stats", section_stats},
-    {"replication", "Replication", section_replication},
-    {"cpu", "CPU", section_cpu},
-    {"cluster", "Cluster", section_cluster},
-    {"fastpath", "Fastpath", section_fastpath},
-    {"tiering", "Tiering", section_tiering},
-    {"keyspace", "Keyspace", section_keyspace},
+    {"server", "Server", section_server, true},
+    {"clients", "Clients", section_clients, true},
+    {"memory", "Memory", section_memory, true},
+    {"persistence", "Persistence", section_persistence, true},
+    {"stats", "Stats", section_stats, true},
+    {"replication", "Replication", section_replication, true},
+    {"cpu", "CPU", section_cpu, true},
+    {"commandstats", "Commandstats", section_commandstats, false},
+    {"errorstats", "Errorstats", section_errorstats, true},
+    {"cluster", "Cluster", section_cluster, true},
+    {"fastpath", "Fastpath", section_fastpath, true},
+    {"tiering", "Tiering", section_tiering, true},
+    {"keyspace", "Keyspace", section_keyspace, true},
 };
 
 }  // namespace
 
 std::string info_text(Server& server, std::span<const std::string_view> sections,
                       int64_t now_ms) {
-  bool all = sections.empty();
+  bool all = false, defaults = sections.empty();
   std::vector<bool> wanted(std::size(kSections), false);
   for (std::string_view name : sections) {
-    if (iequals(name, "default") || iequals(name, "all") || iequals(name, "everything")) {
-      all = true;
-      continue;
-    }
+    if (iequals(name, "all") || iequals(name, "everything")) all = true;
+    else if (iequals(name, "default")) defaults = true;
     for (size_t i = 0; i < std::size(kSections); ++i)
       if (iequals(name, kSections[i].name)) wanted[i] = true;
   }
   std::string out;
   bool first = true;
   for (size_t i = 0; i < std::size(kSections); ++i) {
-    if (!all && !wanted[i]) continue;
+    if (!all && !wanted[i] && !(defaults && kSections[i].in_default)) continue;
     if (!first) out += "\r\n";
     first = false;
     out += "# " + std::string(kSections[i].title) + "\r\n";

@@ -19,9 +19,9 @@ namespace server {
 
 class Server;
 
-/// The INFO text for `sections` (names are case-insensitive; none = "default"; "all" and
-/// "everything" = every section; unknown names add nothing). Sections come in Redis's order
-/// whatever the order asked.
+/// The INFO text for `sections` (names are case-insensitive; none = "default": every section
+/// but commandstats; "all" and "everything" = every section; unknown names add nothing).
+/// Sections come in Redis's order whatever the order asked.
 std::string info_text(Server& server, std::span<const std::string_view> sections, int64_t now_ms);
 
 /// ACL categories of a command, e.g. {"@read", "@string", "@fast"}, derived as Redis does from

@@ -42,7 +42,7 @@ bool is_loopback(const asio::ip::address& a) {
 
 }  // namespace
 
-Server::Server(Config& config)
+Server::Server(Config& config, void (*more_commands)(CommandTable&))
     : config_(config),
       // The keyspace's slots are Redis Cluster's (cluster/slot.h): a slot's keys share a shard.
       keyspace_(128, &cluster::key_slot),
@@ -59,9 +59,10 @@ Server::Server(Config& config)
       start_ms_(tiering::now_ms()),
       run_id_(random_hex(40)) {
   register_all_commands(commands_);
+  if (more_commands != nullptr) more_commands(commands_);
   sync_eviction_options();
   size_t n = static_cast<size_t>(config_.num(Key::kThreads));
-  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>());
+  for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(commands_.size()));
 }
 
 Server::~Server() {
@@ -321,8 +322,12 @@ void Server::reset_stats() {
     w->stats.commands = 0;
     w->stats.net_in = 0;
     w->stats.net_out = 0;
-    w->stats.rejected = 0;
-    w->stats.failed = 0;
+    w->stats.errors = 0;
+    for (size_t i = 0; i < w->stats.command_count; ++i) {
+      CommandCounters& c = w->stats.per_command[i];
+      c.calls = c.usec = c.rejected = c.failed = 0;
+    }
+    w->stats.error_codes.reset();
   }
   stats_.connections_received = 0;
   stats_.connections_rejected = 0;

@@ -20,7 +20,9 @@
 #include "rdma/verbs_transport.h"
 #include "server/client_registry.h"
 #include "server/command.h"
+#include "server/command_stats.h"
 #include "server/config.h"
+#include "server/slot_owner.h"
 #include "server/slowlog.h"
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
@@ -32,11 +34,22 @@ namespace server {
 
 /// Counters of one worker thread: written only by that thread, read by INFO from any.
 struct alignas(64) WorkerStats {
+  /// `commands` is the size of the command table (CommandTable::size()).
+  explicit WorkerStats(size_t commands)
+      : per_command(std::make_unique<CommandCounters[]>(commands)), command_count(commands) {}
+
   std::atomic<uint64_t> commands{0};   ///< total_commands_processed
   std::atomic<uint64_t> net_in{0};     ///< total_net_input_bytes
   std::atomic<uint64_t> net_out{0};    ///< total_net_output_bytes
-  std::atomic<uint64_t> rejected{0};   ///< rejected_calls (errors before the handler ran)
-  std::atomic<uint64_t> failed{0};     ///< failed_calls (error replies from the handler)
+  std::atomic<uint64_t> errors{0};     ///< total_error_replies (every error reply)
+  /// cmdstat_*: one entry per command and subcommand, indexed by CommandSpec::id.
+  std::unique_ptr<CommandCounters[]> per_command;
+  const size_t command_count;
+  /// errorstat_*: error replies by code.
+  ErrorCounts error_codes;
+
+  CommandCounters& command(uint32_t id) { return per_command[id]; }
+  const CommandCounters& command(uint32_t id) const { return per_command[id]; }
 
   /// Adds to a counter; only the owning thread calls this, so no read-modify-write race.
   static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -46,6 +59,7 @@ struct alignas(64) WorkerStats {
 
 /// One I/O thread and its event loop.
 struct Worker {
+  explicit Worker(size_t commands) : stats(commands) {}
   asio::io_context io{1};
   WorkerStats stats;
   std::thread thread;
@@ -71,7 +85,9 @@ struct ServerStats {
 
 class Server {
  public:
-  explicit Server(Config& config);
+  /// `more_commands`, when set, registers further commands after the command families (an
+  /// in-process test adds commands of its own that way).
+  explicit Server(Config& config, void (*more_commands)(CommandTable&) = nullptr);
   ~Server();
 
   /// Binds the TCP listener (`bind`, `port`) and the Unix socket (`unixsocket`). Returns an
@@ -88,6 +104,8 @@ class Server {
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
   Slowlog& slowlog() { return slowlog_; }
+  /// Which hash slots this node serves (the pipeline's slot ownership stage). Thread-safe.
+  SlotOwner& slot_owner() { return slot_owner_; }
   ServerStats& stats() { return stats_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
@@ -206,6 +224,7 @@ class Server {
   CommandTable commands_;
   ClientRegistry clients_;
   Slowlog slowlog_;
+  SlotOwner slot_owner_;
   ServerStats stats_;
 
   std::vector<std::unique_ptr<Worker>> workers_;

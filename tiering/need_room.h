@@ -4,7 +4,7 @@
 // path"): making room evicts, and eviction locks shards. So an allocation made while the
 // calling thread holds a shard lock never evicts; when the region has no room it throws
 // NeedRoom. The handler's locks are released as the exception unwinds, and the request
-// pipeline (server/dispatch.cc) makes room with no lock held and runs the handler again. A
+// pipeline (server/pipeline.cc) makes room with no lock held and runs the handler again. A
 // handler therefore allocates before it changes anything or replies.
 #pragma once
 

@@ -18,6 +18,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/commands/family.h"
+#include "server/commands/kv_layout.h"
 #include "server/server.h"
 #include "tiering/key_lock.h"
 
@@ -298,37 +299,27 @@ void cmd_get(CommandContext& ctx) {
   get_one(ctx, part);
 }
 
-// Reads `count` entries of `key [total_length] nsegs descriptors...` starting at args[2].
-// Returns the index after the last entry, or 0 after replying an error.
-size_t read_batch(CommandContext& ctx, bool with_total, std::vector<KeyPart>& parts) {
-  ArgParser p(ctx.args, 1);
-  const int64_t count = p.next_int();
-  if (!p.ok()) return ctx.out.error(p.error()), 0;
-  if (count <= 0) return ctx.out.error(err::kCountNotPositive), 0;
-  parts.reserve(std::min<int64_t>(count, 4096));
-  for (int64_t i = 0; i < count && p.ok(); ++i) {
-    if (p.remaining() < (with_total ? 3u : 2u)) {
-      p.fail(err::kSyntax);
-      break;
-    }
+// The entries of a batch as KeyParts, read with the batch layout (kv_layout.h, the same reader
+// as the key finder and the write-bytes count). Returns the index after the last entry, or 0
+// after replying the layout's error.
+size_t read_batch(CommandContext& ctx, BatchLayout::Kind kind, std::vector<KeyPart>& parts) {
+  BatchLayout layout(ctx.args, kind);
+  // The count comes from the client: every entry takes two arguments at least.
+  parts.reserve(std::min<uint64_t>(layout.count(), ctx.args.size() / 2));
+  for (BatchEntry e; layout.next(e);) {
     KeyPart& part = parts.emplace_back();
-    part.key = p.next();
-    if (with_total) {
-      const int64_t total = p.next_int();
-      if (p.ok() && total < 0) p.fail(err::kNotInteger);
-      part.total = static_cast<uint64_t>(total);
-    }
-    const int64_t nsegs = p.next_int();
-    if (p.ok() && nsegs < 0) p.fail(err::kNotInteger);
-    if (p.ok()) read_descriptors(p, static_cast<size_t>(nsegs), part.sgl);
+    part.key = ctx.args[e.key];
+    part.total = e.total;
+    ArgParser p(ctx.args, e.segs);
+    read_descriptors(p, e.nsegs, part.sgl);  // checked by the layout: cannot fail
   }
-  if (!p.ok()) return ctx.out.error(p.error()), 0;
-  return ctx.args.size() - p.remaining();
+  if (!layout.error().empty()) return ctx.out.error(layout.error()), 0;
+  return layout.end();
 }
 
 void cmd_mput(CommandContext& ctx) {
   std::vector<KeyPart> parts;
-  const size_t at = read_batch(ctx, true, parts);
+  const size_t at = read_batch(ctx, BatchLayout::Kind::kPut, parts);
   if (at == 0) return;
   PutOptions o;
   if (!read_put_options(ctx, "kv.mput", at, o)) return;
@@ -338,7 +329,7 @@ void cmd_mput(CommandContext& ctx) {
 
 void cmd_mget(CommandContext& ctx) {
   std::vector<KeyPart> parts;
-  const size_t at = read_batch(ctx, false, parts);
+  const size_t at = read_batch(ctx, BatchLayout::Kind::kGet, parts);
   if (at == 0) return;
   if (at != ctx.args.size()) return ctx.out.error(err::kSyntax);
   ctx.out.array(parts.size());
@@ -389,19 +380,6 @@ void cmd_unpin(CommandContext& ctx) {
   ctx.out.integer(n);
 }
 
-// The keys of KV.MGET count key nsegs seg off len ... (for the SSD tier's loads).
-void mget_keys(std::span<const std::string_view> args, std::vector<size_t>& out) {
-  if (args.size() < 2) return;
-  auto count = parse_int(args[1]);
-  size_t at = 2;
-  for (int64_t i = 0; count && i < *count && at + 1 < args.size(); ++i) {
-    out.push_back(at);
-    auto nsegs = parse_int(args[at + 1]);
-    if (!nsegs || *nsegs < 0 || *nsegs > static_cast<int64_t>(args.size())) return;
-    at += 2 + 3 * static_cast<size_t>(*nsegs);
-  }
-}
-
 // The most bytes a KV.PUT or KV.MPUT is said to write: no value is larger (tiering::ValueRef::
 // kMaxSize; the handler refuses a larger total_length). Client totals are capped here, so the
 // server-wide sums of the writes waiting for room (Evictor::want, room claims) cannot wrap.
@@ -413,22 +391,25 @@ uint64_t put_bytes(std::span<const std::string_view> args) {
   return total && *total > 0 ? std::min(static_cast<uint64_t>(*total), kMaxWriteBytes) : 0;
 }
 
-// The bytes KV.MPUT count key total_length nsegs seg off len ... writes, at most kMaxWriteBytes.
-uint64_t mput_bytes(std::span<const std::string_view> args) {
-  auto count = args.size() > 1 ? parse_int(args[1]) : std::nullopt;
-  uint64_t bytes = 0;
-  size_t at = 2;
-  for (int64_t i = 0; count && i < *count && at + 2 < args.size(); ++i) {
-    auto total = parse_int(args[at + 1]), nsegs = parse_int(args[at + 2]);
-    if (!total || !nsegs || *total < 0 || *nsegs < 0 ||
-        *nsegs > static_cast<int64_t>(args.size()))
-      break;
-    // Each term and the sum stay <= kMaxWriteBytes (2^48): no overflow.
-    bytes = std::min(bytes + std::min(static_cast<uint64_t>(*total), kMaxWriteBytes),
-                     kMaxWriteBytes);
-    at += 3 + 3 * static_cast<size_t>(*nsegs);
+// The bytes KV.MPUT writes (the batch layout's sum of its total_lengths), at most
+// kMaxWriteBytes.
+uint64_t mput_capped_bytes(std::span<const std::string_view> args) {
+  return std::min(mput_bytes(args), kMaxWriteBytes);
+}
+
+// KV.PREFIX key [key ...] [PIN ms]: its keys, which are every argument but a trailing
+// `PIN <integer>` (the same rule as cmd_prefix's: with four arguments or more, a next-to-last
+// PIN followed by an integer is the option). False for a negative ms (the handler's error).
+bool prefix_keys(std::span<const std::string_view> args, std::vector<size_t>& out) {
+  size_t end = args.size();
+  if (end >= 4 && iequals(args[end - 2], "pin")) {
+    if (auto ms = parse_int(args[end - 1])) {
+      if (*ms < 0) return false;
+      end -= 2;
+    }
   }
-  return bytes;
+  for (size_t i = 1; i < end; ++i) out.push_back(i);
+  return true;
 }
 
 }  // namespace
@@ -450,14 +431,17 @@ void register_kv_family(CommandTable& t) {
       "Set a key to bytes read from registered client memory", "O(N) in the value's bytes");
   add("kv.get", -5, kReadonly, 1, 1, 1, cmd_get,
       "Write a key's value into registered client memory", "O(N) in the value's bytes");
-  // Batches carry keys at positions only the handler knows (COMMAND GETKEYS cannot list them).
-  add("kv.mput", -5, w | kNoValue, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
   t.set_write_bytes("kv.put", put_bytes);
-  t.set_write_bytes("kv.mput", mput_bytes);
+  // Batches carry their keys where the batch layout says (kv_layout.h): movable keys, found by
+  // the same reader as the handler's, and KV.MPUT's bytes by it too.
+  add("kv.mput", -5, w | kNoValue, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
+  t.set_find_keys("kv.mput", mput_keys);
+  t.set_write_bytes("kv.mput", mput_capped_bytes);
   add("kv.mget", -6, kReadonly, 0, 0, 0, cmd_mget, "KV.GET of several keys", "O(N) in the bytes");
   t.set_find_keys("kv.mget", mget_keys);
   add("kv.prefix", -2, kReadonly | kNoValue, 1, -1, 1, cmd_prefix,
       "Count the leading keys of a chain that exist, optionally leasing them", "O(N)");
+  t.set_find_keys("kv.prefix", prefix_keys);
   add("kv.unpin", -2, kWrite | kFast | kNoValue, 1, -1, 1, cmd_unpin, "Release leases", "O(N)");
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "cluster/slot.h"
 #include "server/arg_parser.h"
 #include "server/config.h"
 #include "server/connection.h"
@@ -227,18 +228,18 @@ void cmd_command_list(CommandContext& ctx) {
   for (auto n : names) ctx.out.bulk(n);
 }
 
-// COMMAND GETKEYS / GETKEYSANDFLAGS <command> [arg ...] (server.c getKeysSubcommandImpl).
+// COMMAND GETKEYS / GETKEYSANDFLAGS <command> [arg ...] (server.c getKeysSubcommandImpl), with
+// the one key extractor the pipeline uses (CommandTable::keys).
 void getkeys_generic(CommandContext& ctx, bool with_flags) {
   auto argv = ctx.args.subspan(2);
-  const CommandSpec* spec = ctx.server.commands().find(argv[0]);
-  if (spec && !spec->subcommands.empty() && argv.size() >= 2)
-    spec = CommandTable::find_sub(*spec, argv[1]);
+  const CommandSpec* spec = ctx.server.commands().resolve(argv);
   if (spec == nullptr) return ctx.out.error(err::kInvalidCommand);
-  if (spec->first_key <= 0) return ctx.out.error(err::kNoKeyArguments);
+  if (!CommandTable::has_keys(*spec)) return ctx.out.error(err::kNoKeyArguments);
   if (!CommandTable::arity_ok(*spec, argv.size()))
     return ctx.out.error(err::kInvalidArgCount);
-  auto positions = CommandTable::key_positions(*spec, argv.size());
-  if (positions.empty()) return ctx.out.error(err::kInvalidArguments);
+  std::vector<size_t> positions;
+  if (!CommandTable::keys(*spec, argv, positions) || positions.empty())
+    return ctx.out.error(err::kInvalidArguments);
   auto flags = key_spec_flags(*spec);
   ctx.out.array(positions.size());
   for (size_t pos : positions) {
@@ -345,16 +346,35 @@ void cmd_shutdown(CommandContext& ctx) {
   ctx.server.stop();
 }
 
-// DEBUG SLEEP <seconds> | HELP. Sleeping blocks this connection's worker thread, like Redis
-// blocks its main thread: meant for tests (SLOWLOG, timeouts).
+// DEBUG SET-SLOT-OWNER <first-slot> <last-slot> <host:port> | MYSELF: a test aid. Slots
+// [first, last] are served by the node at host:port (their keys get -MOVED) or again by this
+// one. The cluster's topology will own this map (server/slot_owner.h).
+void debug_set_slot_owner(CommandContext& ctx) {
+  auto first = parse_int(ctx.args[2]), last = parse_int(ctx.args[3]);
+  if (!first || !last || *first < 0 || *last < *first || *last >= cluster::kSlots)
+    return ctx.out.error("ERR Invalid or out of range slot");
+  std::string_view to = ctx.args[4];
+  if (iequals(to, "myself")) to = {};
+  else if (to.find(':') == std::string_view::npos) return ctx.out.error(err::kSyntax);
+  ctx.server.slot_owner().assign(static_cast<uint16_t>(*first), static_cast<uint16_t>(*last), to);
+  ctx.out.ok();
+}
+
+// DEBUG SLEEP <seconds> | SET-SLOT-OWNER ... | HELP. Sleeping blocks this connection's worker
+// thread, like Redis blocks its main thread: meant for tests (SLOWLOG, timeouts).
 void cmd_debug(CommandContext& ctx) {
   if (iequals(ctx.args[1], "help") && ctx.args.size() == 2) {
     return reply_help(ctx.out, {
         "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed.",
+        "SET-SLOT-OWNER <first-slot> <last-slot> <host:port>|MYSELF",
+        "    Test aid: the slots are served by the node at <host:port> (their keys get",
+        "    -MOVED), or again by this node (MYSELF).",
         "HELP", "    Prints this help.",
     });
   }
+  if (iequals(ctx.args[1], "set-slot-owner") && ctx.args.size() == 5)
+    return debug_set_slot_owner(ctx);
   if (iequals(ctx.args[1], "sleep") && ctx.args.size() == 3) {
     // As Redis: strtod, so a non-number sleeps 0 seconds.
     double secs = std::strtod(std::string(ctx.args[2]).c_str(), nullptr);

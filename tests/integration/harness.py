@@ -20,6 +20,10 @@ memory__capacity="64mb" is --memory.capacity 64mb). For redis-server we also pas
 --appendonly no (no persistence) and --databases 1 (stratakv has a single
 database, so SELECT 1 must fail on both).
 
+A test that compares stratakv with Redis in the same run starts one of each:
+launch_server() for the target, launch_redis() for redis-server whatever the target
+(redis_binary() is None when none is installed: skip such a test then).
+
 The fixtures built on this live in conftest.py.
 """
 
@@ -69,18 +73,29 @@ _RUNNING = []
 _STOPPED_IN_TEST = []
 
 
-def server_binary():
-    if TARGET == "redis":
-        return os.environ.get("REDIS_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
+def redis_binary():
+    """redis-server (REDIS_SERVER, else on PATH, else /usr/bin); None when there is none."""
+    for path in (os.environ.get("REDIS_SERVER"), shutil.which("redis-server"),
+                 "/usr/bin/redis-server"):
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def server_binary(kind=None):
+    """The binary of `kind` ("stratakv" or "redis"; default: the target)."""
+    if (kind or TARGET) == "redis":
+        return redis_binary() or "/usr/bin/redis-server"
     return os.environ.get("STRATAKV_SERVER") or str(DEFAULT_STRATAKV)
 
 
-def check_binary():
-    binary = server_binary()
+def check_binary(kind=None):
+    binary = server_binary(kind)
     if not os.access(binary, os.X_OK):
         pytest.exit(
             "%s server binary not found or not executable: %s "
-            "(build it, or set STRATAKV_SERVER, or STRATAKV_TARGET=redis)" % (TARGET, binary),
+            "(build it, or set STRATAKV_SERVER, or STRATAKV_TARGET=redis)"
+            % (kind or TARGET, binary),
             returncode=3,
         )
 
@@ -112,10 +127,12 @@ class Server:
 
     _counter = 0
 
-    def __init__(self, **config):
-        check_binary()
+    def __init__(self, _kind=None, **config):
+        """`_kind`: "stratakv" or "redis" (default: the target)."""
+        self.kind = _kind or TARGET
+        check_binary(self.kind)
         Server._counter += 1
-        self.name = "%s-%d" % (TARGET, Server._counter)
+        self.name = "%s-%d" % (self.kind, Server._counter)
         self.config = dict((config_name(k), v) for k, v in config.items())
         self.password = self.config.get("requirepass") or None
         self.unixsocket = self.config.get("unixsocket")
@@ -129,12 +146,12 @@ class Server:
 
     # ---- lifecycle -----------------------------------------------------
     def command_line(self, port):
-        binary = server_binary()
+        binary = server_binary(self.kind)
         args = [binary, "--port", str(port), "--bind", "127.0.0.1"]
-        if TARGET == "redis":
+        if self.kind == "redis":
             args += ["--save", "", "--appendonly", "no", "--databases", "1"]
         args += _config_args(self.config)
-        if TARGET == "stratakv" and os.environ.get("STRATAKV_EXTRA_ARGS"):
+        if self.kind == "stratakv" and os.environ.get("STRATAKV_EXTRA_ARGS"):
             args += shlex.split(os.environ["STRATAKV_EXTRA_ARGS"])
         return args
 
@@ -251,6 +268,11 @@ class Server:
 
 def launch_server(**config):
     return Server(**config).start()
+
+
+def launch_redis(**config):
+    """A redis-server (Redis 7.0) beside the target, for tests that compare the two."""
+    return Server(_kind="redis", **config).start()
 
 
 def stop_servers(*servers):

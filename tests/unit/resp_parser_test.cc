@@ -388,3 +388,32 @@ TEST_CASE("parser: reserved_bytes accounting") {
   CHECK(parser.large_bulk_window().empty());
   CHECK(alloc.given.back().use_count() == 1);  // reset() released the partial buffer
 }
+
+TEST_CASE("parser: the allocator sees the arguments before the bulk, and may discard it") {
+  Parser* self = nullptr;
+  std::vector<std::string> seen;  // copied: the views live only as long as the call
+  size_t argc = 0;
+  Parser parser({},
+                [&](size_t) {
+                  std::vector<std::string_view> views;
+                  argc = self->partial_request(&views);
+                  seen.assign(views.begin(), views.end());
+                  return resp::LargeBulk{nullptr, {}, /*discard=*/true};
+                },
+                16);
+  self = &parser;
+  const std::string in = "*4\r\n$3\r\nSET\r\n$3\r\nkey\r\n$20\r\n01234567890123456789\r\n"
+                         "$2\r\nNX\r\n*1\r\n$4\r\nPING\r\n";
+  for (size_t split : {in.size(), size_t{30}, size_t{5}}) {  // whole, and inside the bulk
+    CAPTURE(split);
+    const std::vector<Args> got =
+        parse_chunks(parser, {in.substr(0, split), in.substr(split)});
+    CHECK(got == std::vector<Args>{{"multibulk:", "SET", "key", "", "NX"},
+                                   {"multibulk:", "PING"}});
+    CHECK(argc == 4);
+    CHECK(seen == std::vector<std::string>{"SET", "key"});
+    CHECK(parser.reserved_bytes() == 0);
+  }
+  std::vector<std::string_view> none;
+  CHECK(parser.partial_request(&none) == 0);  // between requests
+}

@@ -210,3 +210,31 @@ TEST_CASE("keepalive: releases exactly once, moves without releasing") {
   CHECK(released == 3);
   CHECK(sizeof(resp::Keepalive) == 2 * sizeof(void*));
 }
+
+TEST_CASE("writer: errors are counted and observed; rewind drops a partial reply") {
+  Writer w;
+  std::vector<std::string> seen;
+  w.set_error_observer(
+      [](void* arg, std::string_view text) {
+        static_cast<std::vector<std::string>*>(arg)->emplace_back(text);
+      },
+      &seen);
+  w.simple("OK");
+  w.error("ERR one");
+  CHECK(w.errors() == 1);
+  CHECK(seen == std::vector<std::string>{"ERR one"});
+
+  auto big = std::make_shared<std::string>(Writer::kRefThreshold, 'x');
+  const Writer::Mark m = w.mark();
+  w.array(2);
+  w.bulk_ref(*big, keep(big));
+  w.error("WRONGTYPE two");
+  CHECK(w.errors() == 2);
+  CHECK(big.use_count() == 2);
+  w.rewind(m);
+  CHECK(big.use_count() == 1);  // the reference went with the dropped part
+  CHECK(w.errors() == 1);
+  CHECK(stream(w) == "+OK\r\n-ERR one\r\n");
+  w.clear();
+  CHECK(w.errors() == 1);  // clear() keeps the count
+}

@@ -1,0 +1,303 @@
+// server/pipeline.cc - the request pipeline (pipeline.h lists the stages): prepare() resolves a
+// request once (stages 1-3), and Connection::process / process_tiered run it through the rest
+// in order, with the handler stage (NeedRoom, -OOM) and the stats and slowlog stage. The SSD
+// tier's steps (loads, back-pressure, reply barriers) are in connection_ssd.cc.
+#include "server/pipeline.h"
+
+#include <chrono>
+
+#include "cluster/slot.h"
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/server.h"
+#include "tiering/need_room.h"
+
+namespace server {
+
+namespace {
+
+using Verdict = PreparedCommand::Verdict;
+
+// A handler that keeps needing room is run this many times at most.
+constexpr int kMaxHandlerAttempts = 8;
+
+// Whether a command needs authentication it does not have (server.c: authRequired).
+bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
+  return !authenticated && !(spec.flags & kNoAuth) && server.config().num(Key::kRequirePass) != 0;
+}
+
+}  // namespace
+
+void prepare(Server& server, const resp::Request& req, bool authenticated,
+             PreparedCommand& out) {
+  const std::span<const std::string_view> args = req.args();
+  out.spec = nullptr;
+  out.keys.clear();
+  out.slots.clear();
+  out.writes = out.reads_values = false;
+  out.write_bytes = 0;
+
+  // 1. Lookup (one table lookup, and the subcommand's among its container's) and arity.
+  const CommandSpec* spec = server.commands().find(args[0]);
+  if (spec == nullptr) {
+    out.verdict = Verdict::kUnknownCommand;
+    return;
+  }
+  if (!spec->subcommands.empty() && args.size() >= 2) {
+    spec = CommandTable::find_sub(*spec, args[1]);
+    if (spec == nullptr) {
+      out.verdict = Verdict::kUnknownSubcommand;
+      return;
+    }
+  }
+  out.spec = spec;
+  if (!CommandTable::arity_ok(*spec, args.size())) {
+    out.verdict = Verdict::kWrongArity;
+    return;
+  }
+  // 2. Authentication.
+  if (needs_auth(server, *spec, authenticated)) {
+    out.verdict = Verdict::kNoAuth;
+    return;
+  }
+
+  // What the later stages need. A finder that finds the arguments malformed leaves the keys it
+  // found: the handler replies the error.
+  CommandTable::keys(*spec, args, out.keys);
+  for (size_t i : out.keys) out.slots.push_back(cluster::key_slot(args[i]));
+  out.reads_values = CommandTable::reads_values(*spec, args);
+  out.writes = (spec->flags & kDenyOom) != 0;
+  if (out.writes) {
+    if (spec->write_bytes != nullptr) {
+      out.write_bytes = spec->write_bytes(args);
+    } else {
+      // Arguments read straight into a block of the region (large bulks) are there already.
+      for (size_t i = 1; i < args.size(); ++i)
+        if (!req.owner(i)) out.write_bytes += args[i].size();
+    }
+  }
+
+  // 3. Slot ownership (cluster.c getNodeByQuery): in cluster mode the keys must share one slot
+  // (-CROSSSLOT first); a key in a slot another node serves is redirected (-MOVED).
+  const SlotOwner& owner = server.slot_owner();
+  if (owner.cluster_enabled()) {
+    for (uint16_t slot : out.slots) {
+      if (slot != out.slots.front()) {
+        out.verdict = Verdict::kCrossSlot;
+        return;
+      }
+    }
+  }
+  if (!owner.owns_all()) {
+    for (uint16_t slot : out.slots) {
+      if (!owner.owns(slot)) {
+        out.verdict = Verdict::kMoved;
+        out.moved_slot = slot;
+        out.moved_to = owner.address(slot);
+        return;
+      }
+    }
+  }
+  out.verdict = Verdict::kRun;
+}
+
+int unowned_slot_before(Server& server, std::span<const std::string_view> known, size_t argc,
+                        bool authenticated) {
+  const SlotOwner& owner = server.slot_owner();
+  if (owner.owns_all() || known.empty()) return -1;
+  const CommandSpec* spec = server.commands().find(known[0]);
+  if (spec == nullptr) return -1;
+  if (!spec->subcommands.empty() && argc >= 2) {
+    if (known.size() < 2) return -1;
+    spec = CommandTable::find_sub(*spec, known[1]);
+    if (spec == nullptr) return -1;
+  }
+  if (!CommandTable::arity_ok(*spec, argc) || needs_auth(server, *spec, authenticated)) return -1;
+  std::vector<size_t> keys;  // only when some slot is served elsewhere, for a large bulk
+  if (!CommandTable::range_keys(*spec, argc, keys)) return -1;
+  for (size_t i : keys) {
+    if (i >= known.size()) break;
+    const uint16_t slot = cluster::key_slot(known[i]);
+    if (!owner.owns(slot)) return slot;
+  }
+  return -1;
+}
+
+void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view> args,
+                   resp::Writer& out) {
+  switch (cmd.verdict) {
+    case Verdict::kRun:
+      return;
+    case Verdict::kUnknownCommand:
+      return out.error(err::unknown_command(args));
+    case Verdict::kUnknownSubcommand:
+      return out.error(err::unknown_subcommand(args[1], args[0]));
+    case Verdict::kWrongArity:
+      return out.error(err::wrong_arity(cmd.spec->full_name));
+    case Verdict::kNoAuth:
+      return out.error(err::kNoAuth);
+    case Verdict::kMoved:
+      return out.error(err::moved(cmd.moved_slot, cmd.moved_to));
+    case Verdict::kCrossSlot:
+      return out.error(err::kCrossSlot);
+  }
+}
+
+// ---- Connection: the stages after prepare() ----
+
+void Connection::process(const resp::Request& req, int64_t now_ms) {
+  PreparedCommand& cmd = prepared_;
+  // 1-3. Lookup and arity, auth, slot ownership.
+  prepare(server_, req, authenticated, cmd);
+  take_bulk_redirect(cmd);
+  if (!cmd.runs()) {
+    reply_refusal(cmd, req.args(), writer_);
+    return record(req, cmd, Outcome::kRejected, now_ms);
+  }
+  // 4. Nothing to load without the SSD tier (with it, process_tiered runs instead).
+  // 5. Room and -OOM.
+  if (cmd.writes && !room_for_write(now_ms)) {
+    writer_.error(err::kOom);
+    return record(req, cmd, Outcome::kRejected, now_ms);
+  }
+  // 6. The handler. 7. Write events: the keyspace tells its observers. 8. Stats, slowlog.
+  record(req, cmd, call(req, cmd, now_ms), now_ms);
+}
+
+asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64_t& now_ms,
+                                                 std::string_view ahead) {
+  PreparedCommand& cmd = prepared_;
+  // 1-3. Lookup and arity, auth, slot ownership: refused requests load nothing.
+  prepare(server_, req, authenticated, cmd);
+  take_bulk_redirect(cmd);
+  Outcome outcome = Outcome::kRejected;
+  if (!cmd.runs()) {
+    reply_refusal(cmd, req.args(), writer_);
+  } else {
+    // 4. Loads: keys whose values are on SSD only come back first, on the I/O pool (and the
+    // keys of the read commands pipelined behind, ahead of time). A failed load replied.
+    const bool loaded = !cmd.reads_values || !ssd_pin(cmd, req, now_ms) ||
+                        co_await ssd_load(now_ms, ahead);
+    if (closed_.load(std::memory_order_relaxed)) {
+      ssd_release();
+      co_return;
+    }
+    if (loaded) {
+      // 5. Room: a write waits (this coroutine) while demotions make room for its bytes
+      // (back-pressure, docs/ssd-tier.md); room found that way stands for the maxmemory
+      // check, which otherwise decides per policy. The room found is held until it ran.
+      std::optional<Server::RoomClaim> claim;
+      bool room = false;
+      if (cmd.writes) {
+        room = !server_.must_wait_for_room(cmd.write_bytes, Server::RoomFor::kWrite);
+        if (!room) {
+          co_await ssd_throttle(cmd.write_bytes);
+          room = !server_.must_wait_for_room(cmd.write_bytes, Server::RoomFor::kWrite);
+        }
+        room = room && server_.demotes();
+        claim.emplace(server_, cmd.write_bytes);
+      }
+      if (cmd.writes && !room && !room_for_write(now_ms)) writer_.error(err::kOom);
+      else outcome = call(req, cmd, now_ms);  // 6. The handler.
+    }
+  }
+  // 7. Write events: the keyspace tells its observers (the SSD tier queues its ops); a reply
+  // that supersedes SSD records goes out once their removal is written.
+  if (const uint64_t ticket = ssd_release()) co_await ssd_wait(ticket);
+  // 8. Stats and the slowlog.
+  record(req, cmd, outcome, now_ms);
+}
+
+void Connection::count_error_reply(void* self, std::string_view text) {
+  WorkerStats& stats = static_cast<Connection*>(self)->worker_.stats;
+  WorkerStats::bump(stats.errors);
+  stats.error_codes.add(text);
+}
+
+void Connection::take_bulk_redirect(PreparedCommand& cmd) {
+  if (bulk_redirect_slot_ < 0) return;
+  // A large bulk of this request was dropped unread (allocate_bulk): it must not run, whoever
+  // serves the slot by now. Stages 1-2 passed when it was dropped, and still do.
+  if (cmd.runs() || cmd.verdict == Verdict::kMoved) {
+    cmd.verdict = Verdict::kMoved;
+    cmd.moved_slot = static_cast<uint16_t>(bulk_redirect_slot_);
+    cmd.moved_to = std::move(bulk_redirect_to_);
+  }
+  bulk_redirect_slot_ = -1;
+  bulk_redirect_to_.clear();
+}
+
+bool Connection::room_for_write(int64_t now_ms) {
+  // Used memory (heap + value blocks, Server::used_memory_now) against maxmemory, or the
+  // region's capacity when maxmemory is 0. Buffers reserved for large bulks still in flight do
+  // not count: a client that sends a header and no bytes must not push other clients' writes
+  // out (Redis's processCommand: performEvictions before a denyoom command).
+  const uint64_t used = server_.used_memory_now(), limit = server_.memory_limit();
+  // Past the high watermark, wake the background evictor now rather than at its next tick: at
+  // GB/s of writes the room between the watermark and maxmemory lasts milliseconds.
+  if (used > server_.config().fraction(Key::kEvictionHighWatermark) * static_cast<double>(limit))
+    server_.evictor().notify();
+  return used <= limit || server_.make_room_for_write(now_ms);
+}
+
+Connection::Outcome Connection::call(const resp::Request& req, const PreparedCommand& cmd,
+                                     int64_t now_ms) {
+  last_cmd_.store(cmd.spec, std::memory_order_relaxed);
+  const auto start = command_end_;
+  CommandContext ctx{server_, *this, writer_, req, req.args(), now_ms, server_.keyspace()};
+  const uint64_t errors_before = writer_.errors();
+  const resp::Writer::Mark mark = writer_.mark();
+  Outcome outcome = Outcome::kCalled;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      cmd.spec->handler(ctx);
+      break;
+    } catch (const tiering::NeedRoom& e) {
+      // An allocation under a shard lock found no room. Unwinding released the handler's
+      // locks: make room with none held, and run the handler again from the start (its partial
+      // reply goes).
+      writer_.rewind(mark);
+      if (attempt < kMaxHandlerAttempts &&
+          server_.evictor().make_room(e.bytes, /*allocation_failed=*/true, now_ms))
+        continue;
+      writer_.error(err::kOom);
+      outcome = Outcome::kRejected;
+      break;
+    } catch (const std::bad_alloc&) {
+      writer_.error(err::kOom);
+      break;
+    }
+  }
+  // The call's duration runs from the end of the previous command (or the batch's start): one
+  // clock read per command. It includes loads from SSD that the call waited for.
+  command_end_ = std::chrono::steady_clock::now();
+  call_us_ = std::chrono::duration_cast<std::chrono::microseconds>(command_end_ - start).count();
+  if (outcome == Outcome::kCalled && writer_.errors() != errors_before) outcome = Outcome::kFailed;
+  return outcome;
+}
+
+void Connection::record(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
+                        int64_t now_ms) {
+  // Per worker, per command id: no lock, no cache line another thread writes. The error replies
+  // themselves (errorstats, total_error_replies) were counted as they were written
+  // (count_error_reply). An unknown command or subcommand has no counters, as in Redis.
+  WorkerStats& stats = worker_.stats;
+  if (cmd.spec == nullptr) return;
+  CommandCounters& counters = stats.command(cmd.spec->id);
+  if (outcome == Outcome::kRejected) {
+    WorkerStats::bump(counters.rejected);
+    return;
+  }
+  const int64_t us = call_us_;
+  WorkerStats::bump(counters.calls);
+  WorkerStats::bump(counters.usec, static_cast<uint64_t>(us));
+  if (outcome == Outcome::kFailed) WorkerStats::bump(counters.failed);
+  WorkerStats::bump(stats.commands);
+  Config& config = server_.config();
+  const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
+  if (threshold >= 0 && us >= threshold)
+    server_.slowlog().add(config.num(Key::kSlowlogMaxLen), us, now_ms / 1000, req.args(), peer_,
+                          name());
+}
+
+}  // namespace server

@@ -1,0 +1,100 @@
+// server/pipeline.h - the request pipeline: a request resolved once into a PreparedCommand, and
+// the stages every request passes, in this order (docs/design.md, "A request, end to end"):
+//
+//   1. lookup and arity        prepare()                        (pipeline.cc)
+//   2. auth                    prepare()
+//   3. slot ownership          prepare(); for a large bulk still being received,
+//                              unowned_slot_before(), which Connection::allocate_bulk asks
+//                              before it takes a block of the region (connection.cc)
+//   4. loads from the SSD tier Connection::ssd_pin / ssd_load   (connection_ssd.cc)
+//   5. room and -OOM           Connection::room_for_write (pipeline.cc); with the SSD tier,
+//                              first the back-pressure wait, Connection::ssd_throttle
+//   6. the handler             Connection::call (pipeline.cc): tiering::NeedRoom -> make room
+//                              with no lock held, run it again; std::bad_alloc -> -OOM
+//   7. write events            the keyspace tells its observers itself (tiering/); the reply
+//                              waits until SSD records it superseded are gone
+//                              (Connection::ssd_release / ssd_wait)
+//   8. stats and the slowlog   Connection::record (pipeline.cc)
+//
+// Connection::process runs them all for one request, synchronously, without the SSD tier;
+// Connection::process_tiered (a coroutine: loads and waits) with it. Both are in pipeline.cc.
+// The checks follow Redis 7.0's processCommand (server.c): unknown command, arity, NOAUTH,
+// cluster redirection (getNodeByQuery), OOM.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "resp/parser.h"
+#include "resp/writer.h"
+#include "server/command.h"
+
+namespace server {
+
+class Server;
+
+/// A request resolved once: what stages 1-3 decided, and what the later stages need. One per
+/// connection, reused from request to request (its vectors keep their capacity: no allocation
+/// per request once they have grown). Valid while the request's arguments are.
+struct PreparedCommand {
+  /// The outcome of stages 1-3.
+  enum class Verdict : uint8_t {
+    kRun,                ///< every check passed: the command runs
+    kUnknownCommand,     ///< ERR unknown command '...', with args beginning with: ...
+    kUnknownSubcommand,  ///< ERR unknown subcommand '...'. Try X HELP.
+    kWrongArity,         ///< ERR wrong number of arguments for '...' command
+    kNoAuth,             ///< NOAUTH Authentication required.
+    kMoved,              ///< MOVED <slot> <host:port>: a key in a slot another node serves
+    kCrossSlot,          ///< CROSSSLOT Keys in request don't hash to the same slot
+  };
+
+  Verdict verdict = Verdict::kUnknownCommand;
+  /// The command or subcommand; null only for kUnknownCommand / kUnknownSubcommand.
+  const CommandSpec* spec = nullptr;
+  /// Indexes of the key arguments (CommandTable::keys, the one key extractor), in order.
+  std::vector<size_t> keys;
+  /// slots[i] is the hash slot of the argument keys[i] (cluster::key_slot).
+  std::vector<uint16_t> slots;
+  /// kMoved: the slot redirected, and the "host:port" serving it.
+  uint16_t moved_slot = 0;
+  std::string moved_to;
+  /// A denyoom command (Redis's CMD_DENYOOM): waits for room, gets -OOM past maxmemory.
+  bool writes = false;
+  /// For a write: the bytes of values it brings that are not in the memory region yet (its
+  /// arguments, less large bulks read straight into region blocks; KV.PUT/KV.MPUT: the
+  /// lengths their descriptors name). 0 for other commands.
+  uint64_t write_bytes = 0;
+  /// Whether the call reads its keys' values (CommandTable::reads_values): their values on SSD
+  /// only are loaded before it runs.
+  bool reads_values = false;
+
+  bool runs() const { return verdict == Verdict::kRun; }
+};
+
+/// Stages 1-3 for `req` (req[0] the command name) into `out`: lookup of the command (one table
+/// lookup, subcommand included) and its arity, authentication (`authenticated`, or no
+/// requirepass, or a no_auth command), then every key's slot against the server's SlotOwner
+/// (and, in cluster mode, that they share one slot). The keys, slots, write bytes and
+/// reads_values are filled only when the verdict is kRun, kMoved or kCrossSlot. Allocates
+/// nothing once `out`'s vectors have grown, but for a redirect. Thread-safe (reads the
+/// read-only table and the slot map).
+void prepare(Server& server, const resp::Request& req, bool authenticated,
+             PreparedCommand& out);
+
+/// Stage 3 for a request still being received, when a large bulk at `index` of a request of
+/// `argc` arguments is about to be allocated: the slot of a key before it (among `known`, the
+/// arguments received so far) that this node does not serve, else -1. Also -1 when stages 1-2
+/// would refuse the request (they reply first) or when its keys depend on arguments not
+/// received yet (a command with a key finder): the pipeline checks it once it is whole.
+/// Cheap (one relaxed load) while this node serves every slot. Thread-safe.
+int unowned_slot_before(Server& server, std::span<const std::string_view> known, size_t argc,
+                        bool authenticated);
+
+/// Replies the error of a request prepare() refused (verdict != kRun), as Redis 7.0 does.
+void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view> args,
+                   resp::Writer& out);
+
+}  // namespace server

@@ -1,0 +1,44 @@
+// server/slot_owner.cc - the slot ownership map. See slot_owner.h.
+#include "server/slot_owner.h"
+
+#include <algorithm>
+
+namespace server {
+
+SlotOwner::SlotOwner() : owner_(cluster::kSlots, 0) {
+  for (auto& word : foreign_) word.store(0, std::memory_order_relaxed);
+}
+
+std::string SlotOwner::address(uint16_t slot) const {
+  std::lock_guard lock(mu_);
+  const uint16_t at = owner_[slot];
+  return at == 0 ? std::string() : addresses_[at - 1];
+}
+
+void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) {
+  std::lock_guard lock(mu_);
+  uint16_t at = 0;
+  if (!address.empty()) {
+    auto it = std::find(addresses_.begin(), addresses_.end(), address);
+    if (it == addresses_.end()) it = addresses_.insert(addresses_.end(), std::string(address));
+    at = static_cast<uint16_t>(it - addresses_.begin() + 1);
+  }
+  uint32_t count = foreign_count_.load(std::memory_order_relaxed);
+  for (uint32_t s = first; s <= last; ++s) {
+    const bool was = owner_[s] != 0, now = at != 0;
+    owner_[s] = at;
+    if (was == now) continue;
+    const uint64_t bit = uint64_t{1} << (s & 63);
+    std::atomic<uint64_t>& word = foreign_[s >> 6];
+    if (now) {
+      word.fetch_or(bit, std::memory_order_relaxed);
+      ++count;
+    } else {
+      word.fetch_and(~bit, std::memory_order_relaxed);
+      --count;
+    }
+  }
+  foreign_count_.store(count, std::memory_order_relaxed);
+}
+
+}  // namespace server

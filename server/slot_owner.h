@@ -1,0 +1,58 @@
+// server/slot_owner.h - which of the 16384 hash slots this node serves, and which node serves
+// each of the others: what the request pipeline's slot ownership stage asks about every key
+// (server/pipeline.h), before anything is loaded, moved or allocated for it.
+//
+// Today one node serves every slot. The cluster (its topology kept in etcd, DESIGN.md "The
+// cluster") will call assign() as ownership changes; tests take slots away with the test aid
+// DEBUG SET-SLOT-OWNER (docs/commands.md).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/slot.h"
+
+namespace server {
+
+class SlotOwner {
+ public:
+  SlotOwner();
+
+  /// Whether this node serves `slot` (< cluster::kSlots). Lock-free: one relaxed load while
+  /// the node serves every slot, two otherwise. Thread-safe.
+  bool owns(uint16_t slot) const {
+    if (foreign_count_.load(std::memory_order_relaxed) == 0) return true;
+    return ((foreign_[slot >> 6].load(std::memory_order_relaxed) >> (slot & 63)) & 1) == 0;
+  }
+  /// Whether this node serves every slot (owns() is true for all). Thread-safe.
+  bool owns_all() const { return foreign_count_.load(std::memory_order_relaxed) == 0; }
+  /// The "host:port" of the node that serves `slot` (another node's for a slot owns() says is
+  /// not ours), as -MOVED names it. Takes a mutex: for redirects only. Thread-safe.
+  std::string address(uint16_t slot) const;
+  /// Slots [first, last] are served by the node at `address` ("host:port"), or by this node
+  /// when `address` is empty. Requires first <= last < cluster::kSlots. Thread-safe; a
+  /// request being checked meanwhile sees each slot either way.
+  void assign(uint16_t first, uint16_t last, std::string_view address);
+
+  /// Cluster mode: a command's keys must all hash to one slot, else -CROSSSLOT (Redis's
+  /// getNodeByQuery). Off (no cluster yet): keys of any slots go together, as in a standalone
+  /// Redis. Thread-safe.
+  bool cluster_enabled() const { return cluster_enabled_.load(std::memory_order_relaxed); }
+  void set_cluster_enabled(bool on) { cluster_enabled_.store(on, std::memory_order_relaxed); }
+
+ private:
+  // Bit s set: slot s is served by another node.
+  std::array<std::atomic<uint64_t>, cluster::kSlots / 64> foreign_;
+  std::atomic<uint32_t> foreign_count_{0};
+  std::atomic<bool> cluster_enabled_{false};
+  mutable std::mutex mu_;
+  std::vector<uint16_t> owner_;           // per slot: 1 + index into addresses_, 0 = this node
+  std::vector<std::string> addresses_;    // other nodes' "host:port"
+};
+
+}  // namespace server
