@@ -106,6 +106,8 @@ inline constexpr std::string_view kInvalidGid = "ERR invalid GID: 32 hex digits 
 inline constexpr std::string_view kInvalidQpAddress =
     "ERR invalid queue pair address (qpn and psn: 24 bits; mtu: 256..4096)";
 inline constexpr std::string_view kCountNotPositive = "ERR count must be positive";
+/// Redis's cluster.c getSlotOrReply (here: DEBUG SET-SLOT-OWNER).
+inline constexpr std::string_view kInvalidSlot = "ERR Invalid or out of range slot";
 
 /// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
 inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {

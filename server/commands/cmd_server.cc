@@ -352,7 +352,7 @@ void cmd_shutdown(CommandContext& ctx) {
 void debug_set_slot_owner(CommandContext& ctx) {
   auto first = parse_int(ctx.args[2]), last = parse_int(ctx.args[3]);
   if (!first || !last || *first < 0 || *last < *first || *last >= cluster::kSlots)
-    return ctx.out.error("ERR Invalid or out of range slot");
+    return ctx.out.error(err::kInvalidSlot);
   std::string_view to = ctx.args[4];
   if (iequals(to, "myself")) to = {};
   else if (to.find(':') == std::string_view::npos) return ctx.out.error(err::kSyntax);

@@ -10,7 +10,6 @@ namespace server {
 
 namespace {
 
-constexpr std::string_view kCountNotPositive = "ERR count must be positive";
 
 }  // namespace
 
@@ -19,7 +18,7 @@ BatchLayout::BatchLayout(std::span<const std::string_view> args, Kind kind)
   const auto count = args_.size() < 2 ? std::nullopt : parse_int(args_[1]);
   if (args_.size() < 2) fail(err::kSyntax);
   else if (!count) fail(err::kNotInteger);
-  else if (*count <= 0) fail(kCountNotPositive);
+  else if (*count <= 0) fail(err::kCountNotPositive);
   else count_ = static_cast<uint64_t>(*count);
 }
 
