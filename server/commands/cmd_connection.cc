@@ -267,46 +267,30 @@ void cmd_client_help(CommandContext& ctx) {
 }  // namespace
 
 void register_connection_family(CommandTable& t) {
+  CommandBuilder b(t, "connection");
   const uint32_t conn = kNoScript | kLoading | kStale | kFast;
-  auto spec = [](std::string name, int arity, uint32_t flags, Handler h, std::string summary,
-                 std::string since) {
-    return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags, .handler = h,
-                       .group = "connection", .summary = std::move(summary),
-                       .since = std::move(since), .complexity = "O(1)"};
-  };
-  t.add(spec("ping", -1, kFast | kStale, cmd_ping, "Ping the server", "1.0.0"));
-  t.add(spec("echo", 2, kFast, cmd_echo, "Echo the given string", "1.0.0"));
-  t.add(spec("auth", -2, conn | kNoAuth | kAllowBusy, cmd_auth, "Authenticate to the server",
-             "1.0.0"));
-  t.add(spec("hello", -1, conn | kNoAuth | kAllowBusy, cmd_hello, "Handshake with Redis",
-             "6.0.0"));
-  t.add(spec("select", 2, kLoading | kStale | kFast, cmd_select,
-             "Change the selected database for the current connection", "1.0.0"));
-  t.add(spec("quit", -1, conn | kNoAuth | kAllowBusy, cmd_quit, "Close the connection",
-             "1.0.0"));
-  t.add(spec("reset", 1, conn | kNoAuth | kAllowBusy, cmd_reset, "Reset the connection",
-             "6.2.0"));
+  b.add(b.spec("ping", -1, kFast | kStale, kNoKeys, cmd_ping, {"Ping the server", "1.0.0"}));
+  b.add(b.spec("echo", 2, kFast, kNoKeys, cmd_echo, {"Echo the given string", "1.0.0"}));
+  b.add(b.spec("auth", -2, conn | kNoAuth | kAllowBusy, kNoKeys, cmd_auth, {"Authenticate to the server", "1.0.0"}));
+  b.add(b.spec("hello", -1, conn | kNoAuth | kAllowBusy, kNoKeys, cmd_hello, {"Handshake with Redis", "6.0.0"}));
+  b.add(b.spec("select", 2, kLoading | kStale | kFast, kNoKeys, cmd_select, {"Change the selected database for the current connection", "1.0.0"}));
+  b.add(b.spec("quit", -1, conn | kNoAuth | kAllowBusy, kNoKeys, cmd_quit, {"Close the connection", "1.0.0"}));
+  b.add(b.spec("reset", 1, conn | kNoAuth | kAllowBusy, kNoKeys, cmd_reset, {"Reset the connection", "6.2.0"}));
 
-  CommandSpec client = spec("client", -2, 0, nullptr, "A container for client connection commands",
-                            "2.4.0");
+  CommandSpec client = b.spec("client", -2, 0, kNoKeys, nullptr, {"A container for client connection commands", "2.4.0"});
   client.complexity = "Depends on subcommand.";
   client.subcommands = {
-      spec("id", 2, conn, cmd_client_id, "Returns the client ID for the current connection", "5.0.0"),
-      spec("setname", 3, conn, cmd_client_setname, "Set the current connection name", "2.6.9"),
-      spec("getname", 2, conn, cmd_client_getname, "Get the current connection name", "2.6.9"),
-      spec("list", -2, kAdmin | kNoScript | kLoading | kStale, cmd_client_list,
-           "Get the list of client connections", "2.4.0"),
-      spec("info", 2, conn, cmd_client_info,
-           "Returns information about the current client connection.", "6.2.0"),
-      spec("setinfo", 4, conn, cmd_client_setinfo, "Set client or connection specific info",
-           "7.2.0"),
-      spec("kill", -3, kAdmin | kNoScript | kLoading | kStale, cmd_client_kill,
-           "Kill the connection of a client", "2.4.0"),
-      spec("no-evict", 3, kAdmin | kNoScript | kLoading | kStale, cmd_client_no_evict,
-           "Set client eviction mode for the current connection", "7.0.0"),
-      spec("help", 2, kLoading | kStale, cmd_client_help, "Show helpful text about the different subcommands", "5.0.0"),
+      b.spec("id", 2, conn, kNoKeys, cmd_client_id, {"Returns the client ID for the current connection", "5.0.0"}),
+      b.spec("setname", 3, conn, kNoKeys, cmd_client_setname, {"Set the current connection name", "2.6.9"}),
+      b.spec("getname", 2, conn, kNoKeys, cmd_client_getname, {"Get the current connection name", "2.6.9"}),
+      b.spec("list", -2, kAdmin | kNoScript | kLoading | kStale, kNoKeys, cmd_client_list, {"Get the list of client connections", "2.4.0"}),
+      b.spec("info", 2, conn, kNoKeys, cmd_client_info, {"Returns information about the current client connection.", "6.2.0"}),
+      b.spec("setinfo", 4, conn, kNoKeys, cmd_client_setinfo, {"Set client or connection specific info", "7.2.0"}),
+      b.spec("kill", -3, kAdmin | kNoScript | kLoading | kStale, kNoKeys, cmd_client_kill, {"Kill the connection of a client", "2.4.0"}),
+      b.spec("no-evict", 3, kAdmin | kNoScript | kLoading | kStale, kNoKeys, cmd_client_no_evict, {"Set client eviction mode for the current connection", "7.0.0"}),
+      b.spec("help", 2, kLoading | kStale, kNoKeys, cmd_client_help, {"Show helpful text about the different subcommands", "5.0.0"}),
   };
-  t.add(std::move(client));
+  b.add(std::move(client));
 }
 
 }  // namespace server

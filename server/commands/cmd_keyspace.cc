@@ -326,55 +326,43 @@ void cmd_object_help(CommandContext& ctx) {
 }  // namespace
 
 void register_keyspace_family(CommandTable& t) {
+  CommandBuilder b(t, "generic");
+  CommandBuilder srv(t, "server");  // DBSIZE, FLUSHDB, FLUSHALL: Redis's "server" group
   const uint32_t w = kWrite, r = kReadonly;
-  auto spec = [](std::string name, int arity, uint32_t flags, int first, int last, Handler h,
-                 std::string group, std::string summary, std::string since,
-                 std::string complexity) {
-    return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags,
-                       .first_key = first, .last_key = last, .key_step = first > 0 ? 1 : 0,
-                       .handler = h, .group = std::move(group), .summary = std::move(summary),
-                       .since = std::move(since), .complexity = std::move(complexity)};
-  };
-  auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, Handler h,
-                 std::string summary, std::string since, std::string complexity,
-                 std::string group = "generic") {
-    t.add(spec(std::move(name), arity, flags, first, last, h, std::move(group),
-               std::move(summary), std::move(since), std::move(complexity)));
-  };
-  add("del", -2, w | kNoValue, 1, -1, cmd_del, "Delete a key", "1.0.0", "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).");
-  add("unlink", -2, w | kNoValue | kFast, 1, -1, cmd_del, "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.");
-  add("exists", -2, r | kNoValue | kFast, 1, -1, cmd_exists, "Determine if a key exists", "1.0.0", "O(N) where N is the number of keys to check.");
-  add("touch", -2, r | kNoValue | kFast, 1, -1, cmd_touch, "Alters the last access time of a key(s). Returns the number of existing keys specified.", "3.2.1", "O(N) where N is the number of keys that will be touched.");
-  add("type", 2, r | kNoValue | kFast, 1, 1, cmd_type, "Determine the type stored at key", "1.0.0", "O(1)");
-  add("rename", 3, w, 1, 2, cmd_rename, "Rename a key", "1.0.0", "O(1)");
-  add("renamenx", 3, w | kFast, 1, 2, cmd_renamenx, "Rename a key, only if the new key does not exist", "1.0.0", "O(1)");
-  add("copy", -3, w | kDenyOom, 1, 2, cmd_copy, "Copy a key", "6.2.0", "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.");
-  add("keys", 2, r, 0, 0, cmd_keys, "Find all keys matching the given pattern", "1.0.0", "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.");
-  add("scan", -2, r, 0, 0, cmd_scan, "Incrementally iterate the keys space", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.");
-  add("randomkey", 1, r, 0, 0, cmd_randomkey, "Return a random key from the keyspace", "1.0.0", "O(1)");
-  add("dbsize", 1, r | kFast, 0, 0, cmd_dbsize, "Return the number of keys in the selected database", "1.0.0", "O(1)", "server");
-  add("flushdb", -1, w, 0, 0, cmd_flush, "Remove all keys from the current database", "1.0.0", "O(N) where N is the number of keys in the selected database", "server");
-  add("flushall", -1, w, 0, 0, cmd_flush, "Remove all keys from all databases", "1.0.0", "O(N) where N is the total number of keys in all databases", "server");
-  add("expire", -3, w | kNoValue | kFast, 1, 1, cmd_expire, "Set a key's time to live in seconds", "1.0.0", "O(1)");
-  add("pexpire", -3, w | kNoValue | kFast, 1, 1, cmd_pexpire, "Set a key's time to live in milliseconds", "2.6.0", "O(1)");
-  add("expireat", -3, w | kNoValue | kFast, 1, 1, cmd_expireat, "Set the expiration for a key as a UNIX timestamp", "1.2.0", "O(1)");
-  add("pexpireat", -3, w | kNoValue | kFast, 1, 1, cmd_pexpireat, "Set the expiration for a key as a UNIX timestamp specified in milliseconds", "2.6.0", "O(1)");
-  add("ttl", 2, r | kNoValue | kFast, 1, 1, cmd_ttl, "Get the time to live for a key in seconds", "1.0.0", "O(1)");
-  add("pttl", 2, r | kNoValue | kFast, 1, 1, cmd_pttl, "Get the time to live for a key in milliseconds", "2.6.0", "O(1)");
-  add("expiretime", 2, r | kNoValue | kFast, 1, 1, cmd_expiretime, "Get the expiration Unix timestamp for a key", "7.0.0", "O(1)");
-  add("pexpiretime", 2, r | kNoValue | kFast, 1, 1, cmd_pexpiretime, "Get the expiration Unix timestamp for a key in milliseconds", "7.0.0", "O(1)");
-  add("persist", 2, w | kNoValue | kFast, 1, 1, cmd_persist, "Remove the expiration from a key", "2.2.0", "O(1)");
+  b.add("del", -2, w | kNoValue, {1, -1, 1}, cmd_del, {"Delete a key", "1.0.0", "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1)."});
+  b.add("unlink", -2, w | kNoValue | kFast, {1, -1, 1}, cmd_del, {"Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.", "4.0.0", "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of."});
+  b.add("exists", -2, r | kNoValue | kFast, {1, -1, 1}, cmd_exists, {"Determine if a key exists", "1.0.0", "O(N) where N is the number of keys to check."});
+  b.add("touch", -2, r | kNoValue | kFast, {1, -1, 1}, cmd_touch, {"Alters the last access time of a key(s). Returns the number of existing keys specified.", "3.2.1", "O(N) where N is the number of keys that will be touched."});
+  b.add("type", 2, r | kNoValue | kFast, key_at(1), cmd_type, {"Determine the type stored at key", "1.0.0"});
+  b.add("rename", 3, w, {1, 2, 1}, cmd_rename, {"Rename a key", "1.0.0"});
+  b.add("renamenx", 3, w | kFast, {1, 2, 1}, cmd_renamenx, {"Rename a key, only if the new key does not exist", "1.0.0"});
+  b.add("copy", -3, w | kDenyOom, {1, 2, 1}, cmd_copy, {"Copy a key", "6.2.0", "O(N) worst case for collections, where N is the number of nested items. O(1) for string values."});
+  b.add("keys", 2, r, kNoKeys, cmd_keys, {"Find all keys matching the given pattern", "1.0.0", "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length."});
+  b.add("scan", -2, r, kNoKeys, cmd_scan, {"Incrementally iterate the keys space", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection."});
+  b.add("randomkey", 1, r, kNoKeys, cmd_randomkey, {"Return a random key from the keyspace", "1.0.0"});
+  srv.add("dbsize", 1, r | kFast, kNoKeys, cmd_dbsize, {"Return the number of keys in the selected database", "1.0.0"});
+  srv.add("flushdb", -1, w, kNoKeys, cmd_flush, {"Remove all keys from the current database", "1.0.0", "O(N) where N is the number of keys in the selected database"});
+  srv.add("flushall", -1, w, kNoKeys, cmd_flush, {"Remove all keys from all databases", "1.0.0", "O(N) where N is the total number of keys in all databases"});
+  b.add("expire", -3, w | kNoValue | kFast, key_at(1), cmd_expire, {"Set a key's time to live in seconds", "1.0.0"});
+  b.add("pexpire", -3, w | kNoValue | kFast, key_at(1), cmd_pexpire, {"Set a key's time to live in milliseconds", "2.6.0"});
+  b.add("expireat", -3, w | kNoValue | kFast, key_at(1), cmd_expireat, {"Set the expiration for a key as a UNIX timestamp", "1.2.0"});
+  b.add("pexpireat", -3, w | kNoValue | kFast, key_at(1), cmd_pexpireat, {"Set the expiration for a key as a UNIX timestamp specified in milliseconds", "2.6.0"});
+  b.add("ttl", 2, r | kNoValue | kFast, key_at(1), cmd_ttl, {"Get the time to live for a key in seconds", "1.0.0"});
+  b.add("pttl", 2, r | kNoValue | kFast, key_at(1), cmd_pttl, {"Get the time to live for a key in milliseconds", "2.6.0"});
+  b.add("expiretime", 2, r | kNoValue | kFast, key_at(1), cmd_expiretime, {"Get the expiration Unix timestamp for a key", "7.0.0"});
+  b.add("pexpiretime", 2, r | kNoValue | kFast, key_at(1), cmd_pexpiretime, {"Get the expiration Unix timestamp for a key in milliseconds", "7.0.0"});
+  b.add("persist", 2, w | kNoValue | kFast, key_at(1), cmd_persist, {"Remove the expiration from a key", "2.2.0"});
 
   // Containers: dispatch picks the subcommand, so the container itself has no handler.
   const uint32_t help = kLoading | kStale;
-  CommandSpec object = spec("object", -2, 0, 0, 0, nullptr, "generic", "A container for object introspection commands", "2.2.3", "Depends on subcommand.");
+  CommandSpec object = b.spec("object", -2, 0, kNoKeys, nullptr, {"A container for object introspection commands", "2.2.3", "Depends on subcommand."});
   object.subcommands = {
-      spec("encoding", 3, r, 2, 2, cmd_object_encoding, "generic", "Inspect the internal encoding of a Redis object", "2.2.3", "O(1)"),
-      spec("freq", 3, r | kNoValue, 2, 2, cmd_object_freq, "generic", "Get the logarithmic access frequency counter of a Redis object", "4.0.0", "O(1)"),
-      spec("idletime", 3, r | kNoValue, 2, 2, cmd_object_idletime, "generic", "Get the time since a Redis object was last accessed", "2.2.3", "O(1)"),
-      spec("refcount", 3, r | kNoValue, 2, 2, cmd_object_refcount, "generic", "Get the number of references to the value of the key", "2.2.3", "O(1)"),
-      spec("help", 2, help, 0, 0, cmd_object_help, "generic", "Show helpful text about the different subcommands", "6.2.0", "O(1)")};
-  t.add(std::move(object));
+      b.spec("encoding", 3, r, key_at(2), cmd_object_encoding, {"Inspect the internal encoding of a Redis object", "2.2.3"}),
+      b.spec("freq", 3, r | kNoValue, key_at(2), cmd_object_freq, {"Get the logarithmic access frequency counter of a Redis object", "4.0.0"}),
+      b.spec("idletime", 3, r | kNoValue, key_at(2), cmd_object_idletime, {"Get the time since a Redis object was last accessed", "2.2.3"}),
+      b.spec("refcount", 3, r | kNoValue, key_at(2), cmd_object_refcount, {"Get the number of references to the value of the key", "2.2.3"}),
+      b.spec("help", 2, help, kNoKeys, cmd_object_help, {"Show helpful text about the different subcommands", "6.2.0"})};
+  b.add(std::move(object));
 }
 
 }  // namespace server

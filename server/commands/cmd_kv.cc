@@ -415,34 +415,24 @@ bool prefix_keys(std::span<const std::string_view> args, std::vector<size_t>& ou
 }  // namespace
 
 void register_kv_family(CommandTable& t) {
-  auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, int step,
-                 Handler h, std::string summary, std::string complexity) {
-    t.add({.name = std::move(name), .arity = arity, .flags = flags, .first_key = first,
-           .last_key = last, .key_step = step, .handler = h, .group = "kv",
-           .summary = std::move(summary), .since = "0.1.0", .complexity = std::move(complexity)});
-  };
+  CommandBuilder b(t, "kv");
   const uint32_t w = kWrite | kDenyOom;
-  add("kv.register", -3, kFast, 0, 0, 0, cmd_register,
-      "Register client memory (a memfd passed over the Unix socket, or an RDMA buffer)", "O(1)");
-  add("kv.connect", 6, kFast, 0, 0, 0, cmd_connect,
-      "Exchange RDMA queue-pair addresses with the server", "O(1)");
-  add("kv.unregister", 2, kFast, 0, 0, 0, cmd_unregister, "Unregister a segment", "O(1)");
-  add("kv.put", -3, w | kNoValue, 1, 1, 1, cmd_put,
-      "Set a key to bytes read from registered client memory", "O(N) in the value's bytes");
-  add("kv.get", -5, kReadonly, 1, 1, 1, cmd_get,
-      "Write a key's value into registered client memory", "O(N) in the value's bytes");
+  b.add("kv.register", -3, kFast, kNoKeys, cmd_register, {"Register client memory (a memfd passed over the Unix socket, or an RDMA buffer)", "0.1.0"});
+  b.add("kv.connect", 6, kFast, kNoKeys, cmd_connect, {"Exchange RDMA queue-pair addresses with the server", "0.1.0"});
+  b.add("kv.unregister", 2, kFast, kNoKeys, cmd_unregister, {"Unregister a segment", "0.1.0"});
+  b.add("kv.put", -3, w | kNoValue, key_at(1), cmd_put, {"Set a key to bytes read from registered client memory", "0.1.0", "O(N) in the value's bytes"});
+  b.add("kv.get", -5, kReadonly, key_at(1), cmd_get, {"Write a key's value into registered client memory", "0.1.0", "O(N) in the value's bytes"});
   t.set_write_bytes("kv.put", put_bytes);
   // Batches carry their keys where the batch layout says (kv_layout.h): movable keys, found by
   // the same reader as the handler's, and KV.MPUT's bytes by it too.
-  add("kv.mput", -5, w | kNoValue, 0, 0, 0, cmd_mput, "KV.PUT of several keys", "O(N) in the bytes");
+  b.add("kv.mput", -5, w | kNoValue, kNoKeys, cmd_mput, {"KV.PUT of several keys", "0.1.0", "O(N) in the bytes"});
   t.set_find_keys("kv.mput", mput_keys);
   t.set_write_bytes("kv.mput", mput_capped_bytes);
-  add("kv.mget", -6, kReadonly, 0, 0, 0, cmd_mget, "KV.GET of several keys", "O(N) in the bytes");
+  b.add("kv.mget", -6, kReadonly, kNoKeys, cmd_mget, {"KV.GET of several keys", "0.1.0", "O(N) in the bytes"});
   t.set_find_keys("kv.mget", mget_keys);
-  add("kv.prefix", -2, kReadonly | kNoValue, 1, -1, 1, cmd_prefix,
-      "Count the leading keys of a chain that exist, optionally leasing them", "O(N)");
+  b.add("kv.prefix", -2, kReadonly | kNoValue, {1, -1, 1}, cmd_prefix, {"Count the leading keys of a chain that exist, optionally leasing them", "0.1.0", "O(N)"});
   t.set_find_keys("kv.prefix", prefix_keys);
-  add("kv.unpin", -2, kWrite | kFast | kNoValue, 1, -1, 1, cmd_unpin, "Release leases", "O(N)");
+  b.add("kv.unpin", -2, kWrite | kFast | kNoValue, {1, -1, 1}, cmd_unpin, {"Release leases", "0.1.0", "O(N)"});
 }
 
 }  // namespace server

@@ -146,20 +146,14 @@ void cmd_memory_help(CommandContext& ctx) {
 }  // namespace
 
 void register_memory_family(CommandTable& t) {
-  auto spec = [](std::string name, int arity, uint32_t flags, int key, Handler h,
-                 std::string summary, std::string complexity) {
-    return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags,
-                       .first_key = key, .last_key = key, .key_step = key > 0 ? 1 : 0,
-                       .handler = h, .group = "server", .summary = std::move(summary),
-                       .since = "4.0.0", .complexity = std::move(complexity)};
-  };
-  CommandSpec memory = spec("memory", -2, 0, 0, nullptr, "A container for memory diagnostics commands", "Depends on subcommand.");
+  CommandBuilder b(t, "server");
+  CommandSpec memory = b.spec("memory", -2, 0, kNoKeys, nullptr, {"A container for memory diagnostics commands", "4.0.0", "Depends on subcommand."});
   memory.subcommands = {
-      spec("usage", -3, kReadonly | kNoValue, 2, cmd_memory_usage, "Estimate the memory usage of a key", "O(N) where N is the number of samples."),
-      spec("stats", 2, 0, 0, cmd_memory_stats, "Show memory usage details", "O(1)"),
-      spec("purge", 2, 0, 0, cmd_memory_purge, "Ask the allocator to release memory", "Depends on how much memory is allocated, could be slow"),
-      spec("help", 2, kLoading | kStale, 0, cmd_memory_help, "Show helpful text about the different subcommands", "O(1)")};
-  t.add(std::move(memory));
+      b.spec("usage", -3, kReadonly | kNoValue, key_at(2), cmd_memory_usage, {"Estimate the memory usage of a key", "4.0.0", "O(N) where N is the number of samples."}),
+      b.spec("stats", 2, 0, kNoKeys, cmd_memory_stats, {"Show memory usage details", "4.0.0"}),
+      b.spec("purge", 2, 0, kNoKeys, cmd_memory_purge, {"Ask the allocator to release memory", "4.0.0", "Depends on how much memory is allocated, could be slow"}),
+      b.spec("help", 2, kLoading | kStale, kNoKeys, cmd_memory_help, {"Show helpful text about the different subcommands", "4.0.0"})};
+  b.add(std::move(memory));
 }
 
 }  // namespace server

@@ -391,78 +391,53 @@ void cmd_debug(CommandContext& ctx) {
 }  // namespace
 
 void register_server_family(CommandTable& t) {
+  CommandBuilder b(t, "server");
   const uint32_t ls = kLoading | kStale;
   const uint32_t admin = kAdmin | kNoScript | kLoading | kStale;
-  auto spec = [](std::string name, int arity, uint32_t flags, Handler h, std::string summary,
-                 std::string since, std::string complexity = "O(1)") {
-    return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags, .handler = h,
-                       .group = "server", .summary = std::move(summary),
-                       .since = std::move(since), .complexity = std::move(complexity),
-                       .subcommands = {}, .full_name = {}};
-  };
   const char* help = "Show helpful text about the different subcommands";
   const char* by_sub = "Depends on subcommand.";
 
-  t.add(spec("info", -1, ls, cmd_info, "Get information and statistics about the server",
-             "1.0.0"));
-  t.add(spec("time", 1, ls | kFast, cmd_time, "Return the current server time", "2.6.0"));
-  t.add(spec("lastsave", 1, ls | kFast, cmd_lastsave,
-             "Get the UNIX time stamp of the last successful save to disk", "1.0.0"));
-  t.add(spec("shutdown", -1, admin | kAllowBusy, cmd_shutdown,
-             "Synchronously save the dataset to disk and then shut down the server", "1.0.0",
-             "O(N) when saving, where N is the total number of keys in all databases when "
-             "saving data, otherwise O(1)"));
-  t.add(spec("debug", -2, admin, cmd_debug, "A container for debugging commands", "1.0.0",
-             by_sub));
+  b.add(b.spec("info", -1, ls, kNoKeys, cmd_info, {"Get information and statistics about the server", "1.0.0"}));
+  b.add(b.spec("time", 1, ls | kFast, kNoKeys, cmd_time, {"Return the current server time", "2.6.0"}));
+  b.add(b.spec("lastsave", 1, ls | kFast, kNoKeys, cmd_lastsave, {"Get the UNIX time stamp of the last successful save to disk", "1.0.0"}));
+  b.add(b.spec("shutdown", -1, admin | kAllowBusy, kNoKeys, cmd_shutdown, {"Synchronously save the dataset to disk and then shut down the server", "1.0.0", "O(N) when saving, where N is the total number of keys in all databases when "
+             "saving data, otherwise O(1)"}));
+  b.add(b.spec("debug", -2, admin, kNoKeys, cmd_debug, {"A container for debugging commands", "1.0.0", by_sub}));
 
   const char* config_n = "O(N) when N is the number of configuration parameters provided";
-  CommandSpec config = spec("config", -2, 0, nullptr,
-                            "A container for server configuration commands", "2.0.0", by_sub);
+  CommandSpec config = b.spec("config", -2, 0, kNoKeys, nullptr, {"A container for server configuration commands", "2.0.0", by_sub});
   config.subcommands = {
-      spec("get", -3, admin, cmd_config_get, "Get the values of configuration parameters",
-           "2.0.0", config_n),
-      spec("set", -4, admin, cmd_config_set, "Set configuration parameters to the given values",
-           "2.0.0", config_n),
-      spec("resetstat", 2, admin, cmd_config_resetstat, "Reset the stats returned by INFO",
-           "2.0.0"),
-      spec("help", 2, ls, cmd_config_help, help, "5.0.0"),
+      b.spec("get", -3, admin, kNoKeys, cmd_config_get, {"Get the values of configuration parameters", "2.0.0", config_n}),
+      b.spec("set", -4, admin, kNoKeys, cmd_config_set, {"Set configuration parameters to the given values", "2.0.0", config_n}),
+      b.spec("resetstat", 2, admin, kNoKeys, cmd_config_resetstat, {"Reset the stats returned by INFO", "2.0.0"}),
+      b.spec("help", 2, ls, kNoKeys, cmd_config_help, {help, "5.0.0"}),
   };
-  t.add(std::move(config));
+  b.add(std::move(config));
 
   const char* lookup_n = "O(N) where N is the number of commands to look up";
   const char* getkeys_n = "O(N) where N is the number of arguments to the command";
   const char* all_n = "O(N) where N is the total number of Redis commands";
-  CommandSpec command = spec("command", -1, ls, cmd_command,
-                             "Get array of Redis command details", "2.8.13", all_n);
+  CommandSpec command = b.spec("command", -1, ls, kNoKeys, cmd_command, {"Get array of Redis command details", "2.8.13", all_n});
   command.subcommands = {
-      spec("count", 2, ls, cmd_command_count, "Get total number of Redis commands", "2.8.13"),
-      spec("docs", -2, ls, cmd_command_docs,
-           "Get array of specific Redis command documentation", "7.0.0", lookup_n),
-      spec("getkeys", -4, ls, cmd_command_getkeys, "Extract keys given a full Redis command",
-           "2.8.13", getkeys_n),
-      spec("getkeysandflags", -4, ls, cmd_command_getkeysandflags,
-           "Extract keys and access flags given a full Redis command", "7.0.0", getkeys_n),
-      spec("help", 2, ls, cmd_command_help, help, "5.0.0"),
-      spec("info", -2, ls, cmd_command_info,
-           "Get array of specific Redis command details, or all when no argument is given.",
-           "2.8.13", lookup_n),
-      spec("list", -2, ls, cmd_command_list, "Get an array of Redis command names", "7.0.0",
-           all_n),
+      b.spec("count", 2, ls, kNoKeys, cmd_command_count, {"Get total number of Redis commands", "2.8.13"}),
+      b.spec("docs", -2, ls, kNoKeys, cmd_command_docs, {"Get array of specific Redis command documentation", "7.0.0", lookup_n}),
+      b.spec("getkeys", -4, ls, kNoKeys, cmd_command_getkeys, {"Extract keys given a full Redis command", "2.8.13", getkeys_n}),
+      b.spec("getkeysandflags", -4, ls, kNoKeys, cmd_command_getkeysandflags, {"Extract keys and access flags given a full Redis command", "7.0.0", getkeys_n}),
+      b.spec("help", 2, ls, kNoKeys, cmd_command_help, {help, "5.0.0"}),
+      b.spec("info", -2, ls, kNoKeys, cmd_command_info, {"Get array of specific Redis command details, or all when no argument is given.", "2.8.13", lookup_n}),
+      b.spec("list", -2, ls, kNoKeys, cmd_command_list, {"Get an array of Redis command names", "7.0.0", all_n}),
   };
-  t.add(std::move(command));
+  b.add(std::move(command));
 
   const uint32_t slow_admin = kAdmin | kLoading | kStale;
-  CommandSpec slowlog = spec("slowlog", -2, 0, nullptr, "A container for slow log commands",
-                             "2.2.12", by_sub);
+  CommandSpec slowlog = b.spec("slowlog", -2, 0, kNoKeys, nullptr, {"A container for slow log commands", "2.2.12", by_sub});
   slowlog.subcommands = {
-      spec("get", -2, slow_admin, cmd_slowlog_get, "Get the slow log's entries", "2.2.12",
-           "O(N) where N is the number of entries returned"),
-      spec("len", 2, slow_admin, cmd_slowlog_len, "Get the slow log's length", "2.2.12"),
-      spec("reset", 2, slow_admin, cmd_slowlog_reset, "Clear all entries from the slow log",
-           "2.2.12", "O(N) where N is the number of entries in the slowlog"),
-      spec("help", 2, ls, cmd_slowlog_help, help, "6.2.0"),
+      b.spec("get", -2, slow_admin, kNoKeys, cmd_slowlog_get, {"Get the slow log's entries", "2.2.12", "O(N) where N is the number of entries returned"}),
+      b.spec("len", 2, slow_admin, kNoKeys, cmd_slowlog_len, {"Get the slow log's length", "2.2.12"}),
+      b.spec("reset", 2, slow_admin, kNoKeys, cmd_slowlog_reset, {"Clear all entries from the slow log", "2.2.12", "O(N) where N is the number of entries in the slowlog"}),
+      b.spec("help", 2, ls, kNoKeys, cmd_slowlog_help, {help, "6.2.0"}),
   };
-  t.add(std::move(slowlog));
+  b.add(std::move(slowlog));
 }
 
 }  // namespace server

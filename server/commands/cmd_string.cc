@@ -343,35 +343,29 @@ static bool set_reads_values(std::span<const std::string_view> args) {
 }
 
 void register_string_family(CommandTable& t) {
+  CommandBuilder b(t, "string");
   const uint32_t w = kWrite | kDenyOom, r = kReadonly, nv = kNoValue;
-  auto add = [&](std::string name, int arity, uint32_t flags, int first, int last, int step,
-                 Handler h, std::string summary, std::string since, std::string complexity) {
-    t.add({.name = std::move(name), .arity = arity, .flags = flags, .first_key = first,
-           .last_key = last, .key_step = step, .handler = h, .group = "string",
-           .summary = std::move(summary), .since = std::move(since),
-           .complexity = std::move(complexity)});
-  };
-  add("get", 2, r | kFast, 1, 1, 1, cmd_get, "Get the value of a key", "1.0.0", "O(1)");
-  add("set", -3, w, 1, 1, 1, cmd_set, "Set the string value of a key", "1.0.0", "O(1)");
+  b.add("get", 2, r | kFast, key_at(1), cmd_get, {"Get the value of a key", "1.0.0"});
+  b.add("set", -3, w, key_at(1), cmd_set, {"Set the string value of a key", "1.0.0"});
   t.set_reads_values("set", set_reads_values);
-  add("setnx", 3, w | nv | kFast, 1, 1, 1, cmd_setnx, "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)");
-  add("setex", 4, w | nv, 1, 1, 1, cmd_setex, "Set the value and expiration of a key", "2.0.0", "O(1)");
-  add("psetex", 4, w | nv, 1, 1, 1, cmd_psetex, "Set the value and expiration in milliseconds of a key", "2.6.0", "O(1)");
-  add("getset", 3, w | kFast, 1, 1, 1, cmd_getset, "Set the string value of a key and return its old value", "1.0.0", "O(1)");
-  add("getdel", 2, kWrite | kFast, 1, 1, 1, cmd_getdel, "Get the value of a key and delete the key", "6.2.0", "O(1)");
-  add("getex", -2, kWrite | kFast, 1, 1, 1, cmd_getex, "Get the value of a key and optionally set its expiration", "6.2.0", "O(1)");
-  add("mget", -2, r | kFast, 1, -1, 1, cmd_mget, "Get the values of all the given keys", "1.0.0", "O(N) where N is the number of keys to retrieve.");
-  add("mset", -3, w | nv, 1, -1, 2, cmd_mset, "Set multiple keys to multiple values", "1.0.1", "O(N) where N is the number of keys to set.");
-  add("msetnx", -3, w | nv, 1, -1, 2, cmd_msetnx, "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1", "O(N) where N is the number of keys to set.");
-  add("append", 3, w | kFast, 1, 1, 1, cmd_append, "Append a value to a key", "2.0.0", "O(1)");
-  add("strlen", 2, r | kFast, 1, 1, 1, cmd_strlen, "Get the length of the value stored in a key", "2.2.0", "O(1)");
-  add("getrange", 4, r, 1, 1, 1, cmd_getrange, "Get a substring of the string stored at a key", "2.4.0", "O(N) where N is the length of the returned string.");
-  add("setrange", 4, w, 1, 1, 1, cmd_setrange, "Overwrite part of a string at key starting at the specified offset", "2.2.0", "O(1)");
-  add("incr", 2, w | kFast, 1, 1, 1, cmd_incr, "Increment the integer value of a key by one", "1.0.0", "O(1)");
-  add("decr", 2, w | kFast, 1, 1, 1, cmd_decr, "Decrement the integer value of a key by one", "1.0.0", "O(1)");
-  add("incrby", 3, w | kFast, 1, 1, 1, cmd_incrby, "Increment the integer value of a key by the given amount", "1.0.0", "O(1)");
-  add("decrby", 3, w | kFast, 1, 1, 1, cmd_decrby, "Decrement the integer value of a key by the given number", "1.0.0", "O(1)");
-  add("incrbyfloat", 3, w | kFast, 1, 1, 1, cmd_incrbyfloat, "Increment the float value of a key by the given amount", "2.6.0", "O(1)");
+  b.add("setnx", 3, w | nv | kFast, key_at(1), cmd_setnx, {"Set the value of a key, only if the key does not exist", "1.0.0"});
+  b.add("setex", 4, w | nv, key_at(1), cmd_setex, {"Set the value and expiration of a key", "2.0.0"});
+  b.add("psetex", 4, w | nv, key_at(1), cmd_psetex, {"Set the value and expiration in milliseconds of a key", "2.6.0"});
+  b.add("getset", 3, w | kFast, key_at(1), cmd_getset, {"Set the string value of a key and return its old value", "1.0.0"});
+  b.add("getdel", 2, kWrite | kFast, key_at(1), cmd_getdel, {"Get the value of a key and delete the key", "6.2.0"});
+  b.add("getex", -2, kWrite | kFast, key_at(1), cmd_getex, {"Get the value of a key and optionally set its expiration", "6.2.0"});
+  b.add("mget", -2, r | kFast, {1, -1, 1}, cmd_mget, {"Get the values of all the given keys", "1.0.0", "O(N) where N is the number of keys to retrieve."});
+  b.add("mset", -3, w | nv, {1, -1, 2}, cmd_mset, {"Set multiple keys to multiple values", "1.0.1", "O(N) where N is the number of keys to set."});
+  b.add("msetnx", -3, w | nv, {1, -1, 2}, cmd_msetnx, {"Set multiple keys to multiple values, only if none of the keys exist", "1.0.1", "O(N) where N is the number of keys to set."});
+  b.add("append", 3, w | kFast, key_at(1), cmd_append, {"Append a value to a key", "2.0.0"});
+  b.add("strlen", 2, r | kFast, key_at(1), cmd_strlen, {"Get the length of the value stored in a key", "2.2.0"});
+  b.add("getrange", 4, r, key_at(1), cmd_getrange, {"Get a substring of the string stored at a key", "2.4.0", "O(N) where N is the length of the returned string."});
+  b.add("setrange", 4, w, key_at(1), cmd_setrange, {"Overwrite part of a string at key starting at the specified offset", "2.2.0"});
+  b.add("incr", 2, w | kFast, key_at(1), cmd_incr, {"Increment the integer value of a key by one", "1.0.0"});
+  b.add("decr", 2, w | kFast, key_at(1), cmd_decr, {"Decrement the integer value of a key by one", "1.0.0"});
+  b.add("incrby", 3, w | kFast, key_at(1), cmd_incrby, {"Increment the integer value of a key by the given amount", "1.0.0"});
+  b.add("decrby", 3, w | kFast, key_at(1), cmd_decrby, {"Decrement the integer value of a key by the given number", "1.0.0"});
+  b.add("incrbyfloat", 3, w | kFast, key_at(1), cmd_incrbyfloat, {"Increment the float value of a key by the given amount", "2.6.0"});
 }
 
 }  // namespace server

@@ -24,10 +24,9 @@ void cmd_tier(CommandContext& ctx) {
 }  // namespace
 
 void register_tier_family(CommandTable& t) {
-  t.add({.name = "tier", .arity = 2, .flags = kReadonly | kFast | kNoValue, .first_key = 1,
-         .last_key = 1, .key_step = 1, .handler = cmd_tier, .group = "generic",
-         .summary = "Tell where a key's value lives: memory, ssd or memory+ssd",
-         .since = "0.1.0", .complexity = "O(1)"});
+  CommandBuilder b(t, "generic");
+  b.add("tier", 2, kReadonly | kFast | kNoValue, key_at(1), cmd_tier,
+        {"Tell where a key's value lives: memory, ssd or memory+ssd", "0.1.0"});
 }
 
 }  // namespace server

@@ -21,6 +21,14 @@ void register_all_commands(CommandTable& table) {
   register_kv_family(table);
 }
 
+CommandSpec CommandBuilder::spec(std::string name, int arity, uint32_t flags, KeyRange keys,
+                                 Handler handler, Docs docs) const {
+  return CommandSpec{.name = std::move(name), .arity = arity, .flags = flags,
+                     .first_key = keys.first, .last_key = keys.last, .key_step = keys.step,
+                     .handler = handler, .group = group_, .summary = std::move(docs.summary),
+                     .since = std::move(docs.since), .complexity = std::move(docs.complexity)};
+}
+
 void reply_help(CommandContext& ctx, std::string_view container,
                 std::initializer_list<std::string_view> lines) {
   ctx.out.array(lines.size() + 3);

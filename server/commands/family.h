@@ -7,6 +7,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include "resp/keepalive.h"
@@ -14,6 +15,50 @@
 #include "tiering/value.h"
 
 namespace server {
+
+/// Where a command's keys are, as Redis 7's first/last/step (server/command.h): first 0 = no
+/// keys, last -1 = the last argument.
+struct KeyRange {
+  int first = 0, last = 0, step = 0;
+};
+inline constexpr KeyRange kNoKeys{};
+/// A key range of one key at `at`.
+constexpr KeyRange key_at(int at) { return {at, at, 1}; }
+
+/// A command's COMMAND DOCS text: one line, the version that introduced it (Redis's, or
+/// stratakv's for its own commands) and its complexity.
+struct Docs {
+  std::string summary;
+  std::string since;
+  std::string complexity = "O(1)";
+};
+
+/// The one way a family declares its commands into the table: every command is one entry of
+/// name, arity, flags, keys, handler and docs, in the family's COMMAND DOCS group. Containers
+/// (CLIENT, CONFIG, OBJECT ...) are a spec() whose subcommands are spec()s, then add()ed; hooks
+/// for keys a range cannot give (find_keys), SET ... GET's value reads and out-of-band write
+/// bytes are set on the table by name after the entry.
+class CommandBuilder {
+ public:
+  CommandBuilder(CommandTable& table, std::string group)
+      : table_(table), group_(std::move(group)) {}
+  /// One command's spec (for a container's subcommands, or to add()).
+  CommandSpec spec(std::string name, int arity, uint32_t flags, KeyRange keys, Handler handler,
+                   Docs docs) const;
+  /// Registers a command.
+  void add(std::string name, int arity, uint32_t flags, KeyRange keys, Handler handler,
+           Docs docs) {
+    table_.add(spec(std::move(name), arity, flags, keys, handler, std::move(docs)));
+  }
+  /// Registers a spec made with spec() (a container with its subcommands).
+  void add(CommandSpec spec) { table_.add(std::move(spec)); }
+  /// The table, for hooks (set_find_keys, set_reads_values, set_write_bytes).
+  CommandTable& table() { return table_; }
+
+ private:
+  CommandTable& table_;
+  std::string group_;
+};
 
 void register_string_family(CommandTable& table);
 void register_keyspace_family(CommandTable& table);
