@@ -162,15 +162,22 @@ size_t Parser::feed(const char* data, size_t len, Status* status) {
         break;
       }
       case State::kBulkBody:
-      case State::kLargeBody:
-      case State::kDiscardBody: {
+      case State::kLargeBody: {
         const size_t n = std::min(static_cast<size_t>(bulk_len_ - bulk_have_),
                                   static_cast<size_t>(end - p));
         if (state_ == State::kBulkBody) {
           storage_.append(p, n);
-        } else if (state_ == State::kLargeBody) {
+        } else {
           std::memcpy(large_.back().data + bulk_have_, p, n);
         }
+        p += n;
+        bulk_have_ += static_cast<int64_t>(n);
+        if (bulk_have_ == bulk_len_) state_ = State::kBulkCrlf;
+        break;
+      }
+      case State::kDiscardBody: {  // a bulk the allocator dropped: skip its bytes
+        const size_t n = std::min(static_cast<size_t>(bulk_len_ - bulk_have_),
+                                  static_cast<size_t>(end - p));
         p += n;
         bulk_have_ += static_cast<int64_t>(n);
         if (bulk_have_ == bulk_len_) state_ = State::kBulkCrlf;

@@ -81,10 +81,4 @@ bool CommandTable::range_keys(const CommandSpec& spec, size_t argc, std::vector<
   return true;
 }
 
-bool CommandTable::keys(const CommandSpec& spec, std::span<const std::string_view> args,
-                        std::vector<size_t>& out) {
-  if (spec.find_keys != nullptr) return spec.find_keys(args, out);
-  return range_keys(spec, args.size(), out);
-}
-
 }  // namespace server

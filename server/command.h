@@ -117,7 +117,14 @@ class CommandTable {
   /// positions past the arguments are skipped), or the spec's find_keys. False when the
   /// arguments do not fit a finder's layout. Allocates only to grow `out`.
   static bool keys(const CommandSpec& spec, std::span<const std::string_view> args,
-                   std::vector<size_t>& out);
+                   std::vector<size_t>& out) {
+    if (spec.find_keys != nullptr) return spec.find_keys(args, out);
+    if (spec.first_key > 0 && spec.first_key == spec.last_key) {  // one key: most commands
+      if (static_cast<size_t>(spec.first_key) < args.size()) out.push_back(spec.first_key);
+      return true;
+    }
+    return range_keys(spec, args.size(), out);
+  }
   /// For a call of `argc` arguments whose content is not all known yet (a request still being
   /// received): appends the key indexes a first/last/step range gives. False for a command with
   /// a finder (its keys depend on the content).

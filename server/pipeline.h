@@ -56,19 +56,21 @@ struct PreparedCommand {
   const CommandSpec* spec = nullptr;
   /// Indexes of the key arguments (CommandTable::keys, the one key extractor), in order.
   std::vector<size_t> keys;
-  /// slots[i] is the hash slot of the argument keys[i] (cluster::key_slot).
+  /// slots[i] is the hash slot of the argument keys[i] (cluster::key_slot), computed when the
+  /// slot stage asks: in cluster mode, or while another node serves some slot. Empty
+  /// otherwise (Redis too computes slots only in cluster mode).
   std::vector<uint16_t> slots;
   /// kMoved: the slot redirected, and the "host:port" serving it.
   uint16_t moved_slot = 0;
   std::string moved_to;
   /// A denyoom command (Redis's CMD_DENYOOM): waits for room, gets -OOM past maxmemory.
   bool writes = false;
-  /// For a write: the bytes of values it brings that are not in the memory region yet (its
-  /// arguments, less large bulks read straight into region blocks; KV.PUT/KV.MPUT: the
-  /// lengths their descriptors name). 0 for other commands.
+  /// With the SSD tier (whose stages alone use it): for a write, the bytes of values it brings
+  /// that are not in the memory region yet (its arguments, less large bulks read straight into
+  /// region blocks; KV.PUT/KV.MPUT: the lengths their descriptors name). 0 otherwise.
   uint64_t write_bytes = 0;
-  /// Whether the call reads its keys' values (CommandTable::reads_values): their values on SSD
-  /// only are loaded before it runs.
+  /// With the SSD tier: whether the call reads its keys' values (CommandTable::reads_values),
+  /// so their values on SSD only are loaded before it runs. False otherwise.
   bool reads_values = false;
 
   bool runs() const { return verdict == Verdict::kRun; }
@@ -78,8 +80,8 @@ struct PreparedCommand {
 /// lookup, subcommand included) and its arity, authentication (`authenticated`, or no
 /// requirepass, or a no_auth command), then every key's slot against the server's SlotOwner
 /// (and, in cluster mode, that they share one slot). The keys, slots, write bytes and
-/// reads_values are filled only when the verdict is kRun, kMoved or kCrossSlot. Allocates
-/// nothing once `out`'s vectors have grown, but for a redirect. Thread-safe (reads the
+/// reads_values are filled (as their comments say) only when the verdict is kRun, kMoved or
+/// kCrossSlot. Allocates nothing once `out`'s vectors have grown, but for a redirect. Thread-safe (reads the
 /// read-only table and the slot map).
 void prepare(Server& server, const resp::Request& req, bool authenticated,
              PreparedCommand& out);

@@ -52,7 +52,7 @@ struct alignas(64) WorkerStats {
   const CommandCounters& command(uint32_t id) const { return per_command[id]; }
 
   /// Adds to a counter; only the owning thread calls this, so no read-modify-write race.
-  static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  [[gnu::always_inline]] static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 };

@@ -3,7 +3,8 @@
 // tiering::NeedRoom (an allocation under a shard lock that found no room) or std::bad_alloc,
 // and the stage must make room with no lock held and run the handler again (at most 8 times),
 // drop the partial replies of the failed attempts, and answer -OOM when no room comes, counting
-// it as a rejected call.
+// it as a rejected call. And the slot stage's cluster mode (-CROSSSLOT), which no config turns on
+// yet.
 #include <doctest.h>
 #include <hiredis/hiredis.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "cluster/slot.h"
 #include "server/command.h"
 #include "server/config.h"
 #include "server/server.h"
@@ -138,6 +140,22 @@ TEST_CASE("the handler stage makes room after tiering::NeedRoom and runs the han
   }
   CHECK(counts(cmdstat(c, "test.badalloc")) == "calls=1,rejected_calls=0,failed_calls=1");
   CHECK(Reply(redisCommand(c, "PING")).str() == "PONG");
+
+  // Cluster mode (off until the cluster lands): a command's keys must share one slot.
+  CHECK(Reply(redisCommand(c, "MSET a 1 b 2")).str() == "OK");
+  srv->slot_owner().set_cluster_enabled(true);
+  CHECK(Reply(redisCommand(c, "MSET a 1 b 2")).str() ==
+        "CROSSSLOT Keys in request don't hash to the same slot");
+  CHECK(Reply(redisCommand(c, "MSET {t}a 1 {t}b 2")).str() == "OK");
+  CHECK(Reply(redisCommand(c, "GET a")).str() == "1");
+  // CROSSSLOT comes before MOVED, as in Redis's getNodeByQuery.
+  srv->slot_owner().assign(0, cluster::kSlots - 1, "10.0.0.9:7001");
+  CHECK(Reply(redisCommand(c, "MGET a b")).str() ==
+        "CROSSSLOT Keys in request don't hash to the same slot");
+  CHECK(Reply(redisCommand(c, "GET a")).str().rfind("MOVED ", 0) == 0);
+  srv->slot_owner().assign(0, cluster::kSlots - 1, "");
+  srv->slot_owner().set_cluster_enabled(false);
+  CHECK(Reply(redisCommand(c, "MGET a b")).r->elements == 2);
 
   redisFree(c);
   srv->stop();
