@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "rdma/segment.h"
@@ -339,16 +340,30 @@ void cmd_mget(CommandContext& ctx) {
   }
 }
 
-void cmd_prefix(CommandContext& ctx) {
-  size_t end = ctx.args.size();
-  int64_t pin_ms = -1;
-  if (end >= 4 && iequals(ctx.args[end - 2], "pin")) {
-    if (auto ms = parse_int(ctx.args[end - 1])) {
-      if (*ms < 0) return ctx.out.error(err::kNotInteger);
-      pin_ms = *ms;
-      end -= 2;
+// KV.PREFIX key [key ...] [PIN ms]: the keys are args[1, end); with four arguments or more, a
+// next-to-last PIN followed by an integer is the option (pin_ms; -1 without it). Nothing for a
+// negative ms. The handler and the key finder (prefix_keys) both read it here.
+struct PrefixArgs {
+  size_t end;
+  int64_t pin_ms;
+};
+std::optional<PrefixArgs> prefix_args(std::span<const std::string_view> args) {
+  PrefixArgs a{args.size(), -1};
+  if (a.end >= 4 && iequals(args[a.end - 2], "pin")) {
+    if (auto ms = parse_int(args[a.end - 1])) {
+      if (*ms < 0) return std::nullopt;
+      a.pin_ms = *ms;
+      a.end -= 2;
     }
   }
+  return a;
+}
+
+void cmd_prefix(CommandContext& ctx) {
+  const std::optional<PrefixArgs> a = prefix_args(ctx.args);
+  if (!a) return ctx.out.error(err::kNotInteger);
+  const size_t end = a->end;
+  const int64_t pin_ms = a->pin_ms;
   const int64_t ttl = ctx.server.config().num(Key::kLeaseTtl);
   const int64_t until = ctx.now_ms + (pin_ms == 0 ? ttl : std::min(pin_ms, ttl));
   int64_t n = 0;
@@ -397,18 +412,12 @@ uint64_t mput_capped_bytes(std::span<const std::string_view> args) {
   return std::min(mput_bytes(args), kMaxWriteBytes);
 }
 
-// KV.PREFIX key [key ...] [PIN ms]: its keys, which are every argument but a trailing
-// `PIN <integer>` (the same rule as cmd_prefix's: with four arguments or more, a next-to-last
-// PIN followed by an integer is the option). False for a negative ms (the handler's error).
+// KV.PREFIX's keys (prefix_args, the handler's own reading). False for a negative ms (the
+// handler's error).
 bool prefix_keys(std::span<const std::string_view> args, std::vector<size_t>& out) {
-  size_t end = args.size();
-  if (end >= 4 && iequals(args[end - 2], "pin")) {
-    if (auto ms = parse_int(args[end - 1])) {
-      if (*ms < 0) return false;
-      end -= 2;
-    }
-  }
-  for (size_t i = 1; i < end; ++i) out.push_back(i);
+  const std::optional<PrefixArgs> a = prefix_args(args);
+  if (!a) return false;
+  for (size_t i = 1; i < a->end; ++i) out.push_back(i);
   return true;
 }
 
