@@ -5,7 +5,8 @@
 namespace tiering {
 
 KeyLock::KeyLock(Keyspace& ks, std::string_view key, int64_t now)
-    : ks_(ks), now_(now), single_(ks.shard_index(key)) {
+    : ks_(ks), now_(now), key_(key), slot_(ks.slot_of(key)) {
+  single_ = ks.shard_of_slot(static_cast<uint16_t>(slot_));
   ks_.shard(single_).mu.lock();
 }
 
@@ -38,14 +39,15 @@ KeyLock::~KeyLock() {
 
 const KeyLock::Item* KeyLock::set(std::string_view key, ValueRef value, int64_t expire_ms) {
   ValueRef replaced;
-  Item* item = shard(key).upsert(key, std::move(value), expire_ms, now_, &replaced);
+  Item* item = shard(key).upsert(key, std::move(value), expire_ms, now_, &replaced,
+                                 ChangeCause::kCommand, hint(key));
   keep(std::move(replaced));
   return item;
 }
 
 void KeyLock::set_value(const Item* item, ValueRef value) {
   ValueRef replaced;
-  shard_of_item(item).set_value(mut(item), std::move(value), &replaced);
+  shard_of_item(item).set_value(mut(item), std::move(value), &replaced, hint(item->key()));
   keep(std::move(replaced));
 }
 
@@ -55,15 +57,17 @@ Value* KeyLock::writable_in_place(const Item* item, size_t size) {
   return const_cast<Value*>(v.get());
 }
 
-void KeyLock::modified(const Item* item) { shard_of_item(item).modified(mut(item)); }
+void KeyLock::modified(const Item* item) {
+  shard_of_item(item).modified(mut(item), hint(item->key()));
+}
 
 void KeyLock::set_expire(const Item* item, int64_t expire_ms) {
-  shard_of_item(item).set_expire(mut(item), expire_ms);
+  shard_of_item(item).set_expire(mut(item), expire_ms, hint(item->key()));
 }
 
 ValueRef KeyLock::remove(const Item* item) {
   ValueRef removed;
-  shard_of_item(item).erase(mut(item), ChangeCause::kCommand, &removed);
+  shard_of_item(item).erase(mut(item), ChangeCause::kCommand, &removed, hint(item->key()));
   keep(removed);  // the caller's copy may be its last reference: released after the locks
   return removed;
 }

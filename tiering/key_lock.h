@@ -13,6 +13,7 @@
 // command allocates before it changes anything.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -28,7 +29,8 @@ class KeyLock {
  public:
   using Item = Shard::Item;
 
-  /// Locks the shard of `key`. `now` (Unix ms) is the command's clock for expiry and access.
+  /// Locks the shard of `key`, whose slot it computes once for every call below about `key`.
+  /// `now` (Unix ms) is the command's clock for expiry and access.
   KeyLock(Keyspace& ks, std::string_view key, int64_t now);
   /// Locks the shards of `keys` (any number, repeats allowed).
   KeyLock(Keyspace& ks, std::span<const std::string_view> keys, int64_t now);
@@ -75,18 +77,33 @@ class KeyLock {
   int64_t now() const { return now_; }
 
  private:
-  Shard& shard(std::string_view key) { return ks_.shard_of(key); }
+  // The shard of a key under this lock: the one locked shard of a single-key lock (no slot
+  // computed again), else the key's.
+  Shard& shard(std::string_view key) {
+    if (locked_.empty() && single_ != SIZE_MAX) return ks_.shard(single_);
+    return ks_.shard_of(key);
+  }
+  Shard& shard_of_item(const Item* item) { return shard(item->key()); }
+  // The slot of `key` when this lock knows it (-1: compute).
+  int hint(std::string_view key) const {
+    return locked_.empty() && key.size() == key_.size() && key == key_ ? slot_ : -1;
+  }
   static Item* mut(const Item* item) { return const_cast<Item*>(item); }
-  Shard& shard_of_item(const Item* item) { return ks_.shard_of(item->key()); }
   void keep(ValueRef v) {
-    if (v) garbage_.push_back(std::move(v));
+    if (!v) return;
+    if (!garbage_one_) garbage_one_ = std::move(v);  // most commands: no allocation
+    else garbage_.push_back(std::move(v));
   }
 
   Keyspace& ks_;
   const int64_t now_;
   size_t single_;                // the one shard locked, when locked_ is empty
+  std::string_view key_;         // a single-key lock's key, and its slot
+  int slot_ = -1;
   std::vector<size_t> locked_;   // the shards locked, ascending (multi-key)
-  std::vector<ValueRef> garbage_;  // released after the locks (destroyed after ~KeyLock's body)
+  // Values released after the locks (destroyed after ~KeyLock's body): the first, then the rest.
+  ValueRef garbage_one_;
+  std::vector<ValueRef> garbage_;
 };
 
 }  // namespace tiering

@@ -102,9 +102,9 @@ Shard::Item* Shard::peek(std::string_view key, int64_t now) {
 }
 
 Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
-                           ValueRef* replaced, ChangeCause cause) {
+                           ValueRef* replaced, ChangeCause cause, int slot_hint) {
   auto [item, inserted] = map_.try_emplace(key);
-  const uint16_t slot = slot_of(key);
+  const uint16_t slot = slot_of(key, slot_hint);
   if (inserted) {
     slot_link(item, slot);
     item->second.lfu_minutes = lfu_minutes(now);
@@ -124,37 +124,37 @@ Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_
   return item;
 }
 
-void Shard::set_value(Item* item, ValueRef value, ValueRef* replaced) {
+void Shard::set_value(Item* item, ValueRef value, ValueRef* replaced, int slot) {
   Entry& e = item->second;
   const uint8_t prev = e.flags;
   e.flags &= ~kEntrySsdFlags;
   if (replaced != nullptr) *replaced = std::move(e.value);
   e.value = std::move(value);
-  announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(), slot_of(item->key()),
-           &e.value, e.expire_ms);
+  announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(),
+           slot_of(item->key(), slot), &e.value, e.expire_ms);
 }
 
-void Shard::modified(Item* item) {
+void Shard::modified(Item* item, int slot) {
   Entry& e = item->second;
   const uint8_t prev = e.flags;
   e.flags &= ~kEntrySsdFlags;
-  announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(), slot_of(item->key()),
-           &e.value, e.expire_ms);
+  announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(),
+           slot_of(item->key(), slot), &e.value, e.expire_ms);
 }
 
-void Shard::set_expire(Item* item, int64_t expire_ms) {
+void Shard::set_expire(Item* item, int64_t expire_ms, int slot) {
   Entry& e = item->second;
   if (e.expire_ms == expire_ms) return;
   if (e.expire_ms != 0) expiry_.erase({e.expire_ms, item});
   e.expire_ms = expire_ms;
   if (expire_ms != 0) expiry_.emplace(expire_ms, item);
   announce(ChangeKind::kExpire, ChangeCause::kCommand, e.flags, item->key(),
-           slot_of(item->key()), nullptr, expire_ms);
+           slot_of(item->key(), slot), nullptr, expire_ms);
 }
 
-void Shard::erase(Item* item, ChangeCause cause, ValueRef* removed) {
+void Shard::erase(Item* item, ChangeCause cause, ValueRef* removed, int slot_hint) {
   const uint8_t prev = item->second.flags;
-  const uint16_t slot = slot_of(item->key());
+  const uint16_t slot = slot_of(item->key(), slot_hint);
   if (removed != nullptr) *removed = std::move(item->second.value);
   detach(item, slot);
   announce(ChangeKind::kDelete, cause, prev, item->key(), slot, nullptr, 0);

@@ -161,19 +161,22 @@ class Shard {
   /// Sets `key` to `value` with deadline `expire_ms` (0 = none), inserting or replacing (kSet).
   /// With `replaced`, the old value (null if none) is moved there instead of released here, so
   /// the caller can release it after the shard lock (freeing a block takes the region's lock).
+  /// `slot` (every write below): the key's slot when the caller knows it, else -1 (computed).
   Item* upsert(std::string_view key, ValueRef value, int64_t expire_ms, int64_t now,
-               ValueRef* replaced = nullptr, ChangeCause cause = ChangeCause::kCommand);
+               ValueRef* replaced = nullptr, ChangeCause cause = ChangeCause::kCommand,
+               int slot = -1);
   /// Replaces a present key's value, keeping its deadline (kSet: INCR, a grown APPEND).
   /// `replaced` as in upsert().
-  void set_value(Item* item, ValueRef value, ValueRef* replaced = nullptr);
+  void set_value(Item* item, ValueRef value, ValueRef* replaced = nullptr, int slot = -1);
   /// After a present key's value was changed in place (APPEND, SETRANGE on the sole
   /// reference): any SSD copy of the old bytes is stale; a kSet with the new bytes.
-  void modified(Item* item);
+  void modified(Item* item, int slot = -1);
   /// Changes the deadline of a present key (0 = persist; kExpire). No change when equal.
-  void set_expire(Item* item, int64_t expire_ms);
+  void set_expire(Item* item, int64_t expire_ms, int slot = -1);
   /// Removes a present key (kDelete). With `removed`, its value is moved there (as upsert's
   /// `replaced`).
-  void erase(Item* item, ChangeCause cause = ChangeCause::kCommand, ValueRef* removed = nullptr);
+  void erase(Item* item, ChangeCause cause = ChangeCause::kCommand, ValueRef* removed = nullptr,
+             int slot = -1);
   /// Removes `key` if present (an expired key counts as absent). Returns whether it was.
   bool erase(std::string_view key, int64_t now);
   /// The SSD tier: the value leaves memory (an SSD record holds it): moved to `dropped`
@@ -240,6 +243,10 @@ class Shard {
   uint64_t count_in_slot(uint16_t slot) const { return slots_[slot].count; }
   /// The slot of `key` (the keyspace's function).
   uint16_t slot_of(std::string_view key) const { return slot_fn_(key); }
+  /// `hint` when it is a slot (>= 0), else the slot of `key`.
+  uint16_t slot_of(std::string_view key, int hint) const {
+    return hint >= 0 ? static_cast<uint16_t>(hint) : slot_fn_(key);
+  }
 
   /// This shard's position in its Keyspace.
   size_t index() const { return index_; }

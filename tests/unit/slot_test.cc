@@ -32,6 +32,30 @@ TEST_CASE("hash tags: the first non-empty {...} is hashed") {
   CHECK(cluster::hash_tag("}{x}") == "x");
 }
 
+// The definition, one bit at a time (the specification's reference), against the table-driven one.
+static uint16_t crc16_bitwise(std::string_view bytes) {
+  uint16_t crc = 0;
+  for (unsigned char c : bytes) {
+    crc ^= static_cast<uint16_t>(c << 8);
+    for (int i = 0; i < 8; ++i)
+      crc = static_cast<uint16_t>((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+  }
+  return crc;
+}
+
+TEST_CASE("crc16 (slicing-by-8) equals the bitwise definition for every length and content") {
+  std::string s;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t len = 0; len < 200; ++len) {
+    CHECK(cluster::crc16(s) == crc16_bitwise(s));
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s.push_back(static_cast<char>(x & 0xff));
+  }
+  CHECK(cluster::crc16(std::string(1000, '\xff')) == crc16_bitwise(std::string(1000, '\xff')));
+}
+
 TEST_CASE("every slot is in range") {
   for (int i = 0; i < 100000; ++i) CHECK(cluster::key_slot(std::to_string(i)) < cluster::kSlots);
 }
