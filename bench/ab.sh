@@ -3,7 +3,8 @@
 #
 # Runs bench/compare-redis.sh (100-byte SET/GET with redis-benchmark, 32 MiB SET/GET with
 # stratakv-bulkbench) and bench/sdk-bench.sh (the SDK's shm and RESP paths) against binary A
-# and binary B alternately, A/B/A/B/A/B (ROUNDS pairs), with the same bench clients, then prints
+# and binary B alternately, ROUNDS pairs in the order A B, B A, A B ... (a machine that drifts
+# slower or faster over the sitting then favours neither), with the same bench clients, then prints
 # for every stratakv figure each run's value, the median of A, the median of B and B/A. The
 # redis-server figures of each run are printed too, as the machine's yardstick.
 #
@@ -27,8 +28,13 @@ run() {  # $1: label (A|B), $2: server, $3: round
     > "$work/sdk-$1-$3.md" 2> "$work/sdk-$1-$3.err"
 }
 for r in $(seq 1 "$ROUNDS"); do
-  echo "ab: round $r: A" >&2; run A "$A" "$r"
-  echo "ab: round $r: B" >&2; run B "$B" "$r"
+  if (( r % 2 )); then
+    echo "ab: round $r: A" >&2; run A "$A" "$r"
+    echo "ab: round $r: B" >&2; run B "$B" "$r"
+  else
+    echo "ab: round $r: B" >&2; run B "$B" "$r"
+    echo "ab: round $r: A" >&2; run A "$A" "$r"
+  fi
 done
 
 /usr/bin/python3 - "$work" "$ROUNDS" "$A" "$B" <<'PY' | tee "$work/report.md"
@@ -57,7 +63,7 @@ for side in 'AB':
         fig.update(sdk_rows(f"{work}/sdk-{side}-{r}.md"))
         runs[(side, r)] = fig
 names = list(runs[('A', 1)].keys())
-print(f"### A/B of {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC ({rounds} rounds, A/B alternating)\n")
+print(f"### A/B of {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC ({rounds} rounds: A B, B A, ...)\n")
 print(f"- A: `{a_bin}`\n- B: `{b_bin}`\n")
 print("| figure | unit | A runs | B runs | median A | median B | B/A | redis (A runs) |")
 print("|---|---|---|---|--:|--:|--:|---|")
