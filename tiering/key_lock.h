@@ -13,6 +13,7 @@
 // command allocates before it changes anything.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -80,7 +81,10 @@ class KeyLock {
   // The shard of a key under this lock: the one locked shard of a single-key lock (no slot
   // computed again), else the key's.
   Shard& shard(std::string_view key) {
-    if (locked_.empty() && single_ != SIZE_MAX) return ks_.shard(single_);
+    if (locked_.empty() && single_ != SIZE_MAX) {
+      assert(ks_.shard_index(key) == single_ && "a key outside this KeyLock");
+      return ks_.shard(single_);
+    }
     return ks_.shard_of(key);
   }
   Shard& shard_of_item(const Item* item) { return shard(item->key()); }

@@ -304,16 +304,16 @@ Keyspace::Keyspace(size_t shards, SlotFn slot_of)
 
 void Keyspace::add_observer(KeyspaceObserver* observer) {
   // Every shard locked: observers are read under a shard's lock, so none is mid-change.
-  for (auto& s : shards_) s->mu.lock();
+  lock_all();
   if (std::find(observers_.begin(), observers_.end(), observer) == observers_.end())
     observers_.push_back(observer);
-  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
+  unlock_all();
 }
 
 void Keyspace::remove_observer(KeyspaceObserver* observer) {
-  for (auto& s : shards_) s->mu.lock();
+  lock_all();
   std::erase(observers_, observer);
-  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
+  unlock_all();
 }
 
 uint64_t Keyspace::count_in_slot(uint16_t slot) {
@@ -355,16 +355,12 @@ Keyspace::TableFigures Keyspace::table_figures() {
   return t;
 }
 
-Keyspace::MultiLock::MultiLock(Keyspace& ks, std::span<const std::string_view> keys) : ks_(ks) {
-  locked_.reserve(keys.size());
-  for (auto k : keys) locked_.push_back(ks.shard_index(k));
-  std::sort(locked_.begin(), locked_.end());
-  locked_.erase(std::unique(locked_.begin(), locked_.end()), locked_.end());
-  for (size_t i : locked_) ks_.shards_[i]->mu.lock();
+void Keyspace::lock_all() {
+  for (auto& s : shards_) s->mu.lock();
 }
 
-Keyspace::MultiLock::~MultiLock() {
-  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) ks_.shards_[*it]->mu.unlock();
+void Keyspace::unlock_all() {
+  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
 }
 
 size_t Keyspace::size() {
@@ -397,12 +393,11 @@ size_t Keyspace::volatile_size() {
 void Keyspace::flush(bool async) {
   std::vector<Shard::Map> old;
   old.reserve(shards_.size());
-  // Every shard at once (ascending order, as MultiLock): observers' on_flush() must see no
-  // write slip in between two shards.
-  for (auto& s : shards_) s->mu.lock();
+  // Every shard at once: observers' on_flush() must see no write slip in between two shards.
+  lock_all();
   for (auto& s : shards_) old.push_back(s->take_all());
   for (KeyspaceObserver* o : observers_) o->on_flush();
-  for (auto it = shards_.rbegin(); it != shards_.rend(); ++it) (*it)->mu.unlock();
+  unlock_all();
   if (async) std::thread([tables = std::move(old)]() mutable { tables.clear(); }).detach();
 }
 

@@ -3,7 +3,7 @@
 // The keyspace is split into shards, each a hash table with its own mutex, so connection
 // threads never share a global lock (the "no global lock on the hot path" rule of DESIGN.md).
 // A command locks the one shard of its key; multi-key commands lock every involved shard in
-// ascending index order (MultiLock, KeyLock in key_lock.h), which makes deadlock impossible.
+// ascending index order (KeyLock, key_lock.h), which makes deadlock impossible.
 //
 // Slots: every key has a hash slot (0..16383) given by the function the server hands the
 // keyspace (Redis Cluster's CRC16 of the key or its hash tag; tiering/ does not know the rule).
@@ -317,19 +317,6 @@ class Keyspace {
   /// Unregisters an observer (as add_observer).
   void remove_observer(KeyspaceObserver* observer);
 
-  /// Holds the shards of a set of keys locked, acquired in ascending index order.
-  class MultiLock {
-   public:
-    MultiLock(Keyspace& ks, std::span<const std::string_view> keys);
-    ~MultiLock();
-    MultiLock(const MultiLock&) = delete;
-    MultiLock& operator=(const MultiLock&) = delete;
-
-   private:
-    Keyspace& ks_;
-    std::vector<size_t> locked_;
-  };
-
   /// Number of keys (may count keys past their deadline not yet removed). Locks each shard.
   size_t size();
   /// Number of keys with a deadline.
@@ -383,6 +370,10 @@ class Keyspace {
   void reset_stats();
 
  private:
+  // Locks (unlocks) every shard, in the one lock order: ascending index (KeyLock's).
+  void lock_all();
+  void unlock_all();
+
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<SlotKeys> slots_;
   std::vector<KeyspaceObserver*> observers_;

@@ -1,4 +1,4 @@
-// Unit tests of tiering::Keyspace (shards, lazy and active expiry, MultiLock, SCAN and its
+// Unit tests of tiering::Keyspace (shards, lazy and active expiry, KeyLock, SCAN and its
 // guarantee across table resizes, RANDOMKEY, FLUSH, rehash steps) and tiering::glob_match.
 #include <doctest.h>
 
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tiering/glob.h"
+#include "tiering/key_lock.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
 
@@ -196,7 +197,7 @@ TEST_CASE("shard: set_expire persists and changes a deadline") {
   CHECK(s.expire_due(kNow + 1000, 10) == 0);
 }
 
-TEST_CASE("keyspace: MultiLock from several threads, MSET-like transfers, no deadlock") {
+TEST_CASE("keyspace: KeyLocks of many keys from several threads, MSET-like transfers, no deadlock") {
   Keyspace ks(64);
   constexpr int kKeys = 500, kThreads = 4, kOps = 10'000, kStart = 1000;
   for (int i = 0; i < kKeys; ++i) put(ks, name("acct:", i), std::to_string(kStart));
@@ -206,12 +207,12 @@ TEST_CASE("keyspace: MultiLock from several threads, MSET-like transfers, no dea
     std::vector<std::string> names;
     std::vector<std::string_view> keys;
     for (int op = 0; op < kOps; ++op) {
-      // 2..8 keys, possibly repeated (MultiLock must lock each shard once).
+      // 2..8 keys, possibly repeated (KeyLock must lock each shard once).
       names.clear();
       size_t n = 2 + rng() % 7;
       for (size_t j = 0; j < n; ++j) names.push_back(name("acct:", rng() % kKeys));
       keys.assign(names.begin(), names.end());
-      Keyspace::MultiLock lock(ks, keys);
+      tiering::KeyLock lock(ks, keys, kNow);
       // Move one unit from the first key to each other key, as one atomic MSET.
       std::map<std::string, long> cur;
       for (const auto& k : names) cur.emplace(k, num(ks, k));
@@ -219,18 +220,18 @@ TEST_CASE("keyspace: MultiLock from several threads, MSET-like transfers, no dea
         --cur[names[0]];
         ++cur[names[j]];
       }
-      for (const auto& [k, v] : cur) ks.shard_of(k).upsert(k, val(std::to_string(v)), 0, kNow);
+      for (const auto& [k, v] : cur) lock.set(k, val(std::to_string(v)), 0);
     }
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t + 1);
-  // A concurrent reader: a MultiLock over every key must always see the invariant total.
+  // A concurrent reader: a KeyLock over every key must always see the invariant total.
   std::thread reader([&] {
     std::vector<std::string> names;
     for (int i = 0; i < kKeys; ++i) names.push_back(name("acct:", i));
     std::vector<std::string_view> keys(names.begin(), names.end());
     for (int round = 0; round < 20; ++round) {
-      Keyspace::MultiLock lock(ks, keys);
+      tiering::KeyLock lock(ks, keys, kNow);
       long total = 0;
       for (auto k : keys) total += num(ks, k);
       CHECK(total == long{kKeys} * kStart);
