@@ -26,6 +26,32 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   return !authenticated && !(spec.flags & kNoAuth) && server.config().num(Key::kRequirePass) != 0;
 }
 
+// Stages 1-2 for a call named by `name` (and, for a container, `sub`: null when the call has
+// no second argument yet in hand) of `argc` arguments: the command or subcommand into `*spec`
+// (null when unknown), and kRun or the verdict that refuses the call. The one check of both
+// prepare() and unowned_slot_before().
+[[gnu::always_inline]] inline Verdict check_call(Server& server, std::string_view name,
+                                                 const std::string_view* sub, size_t argc,
+                                                 bool authenticated, const CommandSpec** spec) {
+  // 1. Lookup (one table lookup, and the subcommand's among its container's) and arity.
+  const CommandSpec* s = server.commands().find(name);
+  *spec = s;
+  if (s == nullptr) return Verdict::kUnknownCommand;
+  if (!s->subcommands.empty() && argc >= 2) {
+    if (sub == nullptr) {
+      *spec = nullptr;
+      return Verdict::kUnknownSubcommand;
+    }
+    s = CommandTable::find_sub(*s, *sub);
+    *spec = s;
+    if (s == nullptr) return Verdict::kUnknownSubcommand;
+  }
+  if (!CommandTable::arity_ok(*s, argc)) return Verdict::kWrongArity;
+  // 2. Authentication.
+  if (needs_auth(server, *s, authenticated)) return Verdict::kNoAuth;
+  return Verdict::kRun;
+}
+
 }  // namespace
 
 // prepare()'s body, inlined into the pipeline's own callers: one request's stages run without
@@ -39,29 +65,12 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   out.writes = out.reads_values = false;
   out.write_bytes = 0;
 
-  // 1. Lookup (one table lookup, and the subcommand's among its container's) and arity.
-  const CommandSpec* spec = server.commands().find(args[0]);
-  if (spec == nullptr) {
-    out.verdict = Verdict::kUnknownCommand;
-    return;
-  }
-  if (!spec->subcommands.empty() && args.size() >= 2) {
-    spec = CommandTable::find_sub(*spec, args[1]);
-    if (spec == nullptr) {
-      out.verdict = Verdict::kUnknownSubcommand;
-      return;
-    }
-  }
+  // 1-2. Lookup and arity, authentication.
+  const CommandSpec* spec = nullptr;
+  out.verdict = check_call(server, args[0], args.size() >= 2 ? &args[1] : nullptr, args.size(),
+                           authenticated, &spec);
   out.spec = spec;
-  if (!CommandTable::arity_ok(*spec, args.size())) {
-    out.verdict = Verdict::kWrongArity;
-    return;
-  }
-  // 2. Authentication.
-  if (needs_auth(server, *spec, authenticated)) {
-    out.verdict = Verdict::kNoAuth;
-    return;
-  }
+  if (out.verdict != Verdict::kRun) return;
 
   // What the later stages need. A finder that finds the arguments malformed leaves the keys it
   // found: the handler replies the error.
@@ -118,14 +127,12 @@ int unowned_slot_before(Server& server, std::span<const std::string_view> known,
                         bool authenticated) {
   const SlotOwner& owner = server.slot_owner();
   if (owner.owns_all() || known.empty()) return -1;
-  const CommandSpec* spec = server.commands().find(known[0]);
-  if (spec == nullptr) return -1;
-  if (!spec->subcommands.empty() && argc >= 2) {
-    if (known.size() < 2) return -1;
-    spec = CommandTable::find_sub(*spec, known[1]);
-    if (spec == nullptr) return -1;
-  }
-  if (!CommandTable::arity_ok(*spec, argc) || needs_auth(server, *spec, authenticated)) return -1;
+  // A request stages 1-2 will refuse replies that first; a container whose subcommand is not
+  // in hand yet cannot be told.
+  const CommandSpec* spec = nullptr;
+  if (check_call(server, known[0], known.size() >= 2 ? &known[1] : nullptr, argc, authenticated,
+                 &spec) != Verdict::kRun)
+    return -1;
   std::vector<size_t> keys;  // only when some slot is served elsewhere, for a large bulk
   if (!CommandTable::range_keys(*spec, argc, keys)) return -1;
   for (size_t i : keys) {
