@@ -36,31 +36,18 @@ struct KeyPart {
   std::vector<rdma::Descriptor> sgl;
 };
 
-// Reads `n` descriptors (three integers each) at the parser's position.
-bool read_descriptors(ArgParser& p, size_t n, std::vector<rdma::Descriptor>& out) {
-  out.clear();
-  out.reserve(std::min(n, p.remaining() / 3));  // n comes from the client: bound it
-  for (size_t i = 0; i < n && p.ok(); ++i) {
-    if (p.remaining() < 3) {
-      p.fail(err::kSyntax);
-      break;
-    }
-    const int64_t seg = p.next_int(), off = p.next_int(), len = p.next_int();
-    if (p.ok() && (seg < 0 || off < 0 || len < 0)) p.fail(err::kNotInteger);
-    out.push_back({static_cast<uint64_t>(seg), static_cast<uint64_t>(off),
-                   static_cast<uint64_t>(len)});
-  }
-  return p.ok();
-}
-
-// Reads descriptors while the next argument is an integer (KV.PUT/KV.GET: options follow).
+// Reads descriptors (seg off len, three non-negative integers each) while the next argument is
+// an integer (KV.PUT/KV.GET: options follow).
 void read_open_descriptors(ArgParser& p, std::span<const std::string_view> args, size_t& at,
                            std::vector<rdma::Descriptor>& out) {
   while (at < args.size() && parse_int(args[at]).has_value()) {
     ArgParser triplet(args, at);
-    std::vector<rdma::Descriptor> one;
-    if (!read_descriptors(triplet, 1, one)) return p.fail(triplet.error());
-    out.push_back(one[0]);
+    if (triplet.remaining() < 3) return p.fail(err::kSyntax);
+    const int64_t seg = triplet.next_int(), off = triplet.next_int(), len = triplet.next_int();
+    if (!triplet.ok()) return p.fail(triplet.error());
+    if (seg < 0 || off < 0 || len < 0) return p.fail(err::kNotInteger);
+    out.push_back({static_cast<uint64_t>(seg), static_cast<uint64_t>(off),
+                   static_cast<uint64_t>(len)});
     at += 3;
   }
 }
@@ -307,12 +294,15 @@ size_t read_batch(CommandContext& ctx, BatchLayout::Kind kind, std::vector<KeyPa
   BatchLayout layout(ctx.args, kind);
   // The count comes from the client: every entry takes two arguments at least.
   parts.reserve(std::min<uint64_t>(layout.count(), ctx.args.size() / 2));
-  for (BatchEntry e; layout.next(e);) {
+  for (;;) {
     KeyPart& part = parts.emplace_back();
+    BatchEntry e;
+    if (!layout.next(e, &part.sgl)) {
+      parts.pop_back();
+      break;
+    }
     part.key = ctx.args[e.key];
     part.total = e.total;
-    ArgParser p(ctx.args, e.segs);
-    read_descriptors(p, e.nsegs, part.sgl);  // checked by the layout: cannot fail
   }
   if (!layout.error().empty()) return ctx.out.error(layout.error()), 0;
   return layout.end();

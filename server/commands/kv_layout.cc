@@ -1,17 +1,13 @@
 // server/commands/kv_layout.cc - the layout of KV.MPUT / KV.MGET batches. See kv_layout.h.
 #include "server/commands/kv_layout.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "server/arg_parser.h"
 #include "server/errors.h"
 
 namespace server {
-
-namespace {
-
-
-}  // namespace
 
 BatchLayout::BatchLayout(std::span<const std::string_view> args, Kind kind)
     : args_(args), kind_(kind) {
@@ -26,7 +22,7 @@ void BatchLayout::fail(std::string_view text) {
   if (error_.empty()) error_ = text;
 }
 
-bool BatchLayout::next(BatchEntry& e) {
+bool BatchLayout::next(BatchEntry& e, std::vector<rdma::Descriptor>* sgl) {
   if (!error_.empty() || read_ == count_) return false;
   auto left = [this] { return args_.size() - at_; };  // at_ <= args_.size() always
   // A non-negative integer argument, consumed.
@@ -49,6 +45,8 @@ bool BatchLayout::next(BatchEntry& e) {
   uint64_t nsegs = 0;
   if (!number(nsegs)) return false;
   e.segs = at_;
+  // nsegs comes from the client: reserve only what the arguments left can hold.
+  if (sgl != nullptr) sgl->reserve(sgl->size() + std::min<uint64_t>(nsegs, left() / 3));
   // Each descriptor is read only if its three arguments are there: nsegs is bounded by them.
   for (uint64_t i = 0; i < nsegs; ++i) {
     if (left() < 3) {
@@ -57,6 +55,7 @@ bool BatchLayout::next(BatchEntry& e) {
     }
     uint64_t seg, off, len;
     if (!number(seg) || !number(off) || !number(len)) return false;
+    if (sgl != nullptr) sgl->push_back({seg, off, len});
   }
   e.nsegs = static_cast<size_t>(nsegs);  // <= args_.size() / 3 by now
   ++read_;

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rdma/segment.h"
+
 namespace server {
 
 /// One entry of a batch, as positions in the command's arguments.
@@ -39,7 +41,9 @@ class BatchLayout {
   BatchLayout(std::span<const std::string_view> args, Kind kind);
 
   /// The next entry into `e`; false after the last one or at an error (then error() is set).
-  bool next(BatchEntry& e);
+  /// With `sgl`, the entry's descriptors are appended to it as they are read (each argument is
+  /// parsed once).
+  bool next(BatchEntry& e, std::vector<rdma::Descriptor>* sgl = nullptr);
   /// After next() returned false without an error: the index of the first argument after the
   /// batch (KV.MPUT's options start there; KV.MGET has none).
   size_t end() const { return at_; }
