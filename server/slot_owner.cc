@@ -20,7 +20,13 @@ void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) 
   uint16_t at = 0;
   if (!address.empty()) {
     auto it = std::find(addresses_.begin(), addresses_.end(), address);
-    if (it == addresses_.end()) it = addresses_.insert(addresses_.end(), std::string(address));
+    if (it == addresses_.end()) {
+      // Past one address per slot, forget those no slot names any more first: the table then
+      // never holds more than kSlots + 1 (its 16-bit indexes never wrap, whatever a client
+      // sends), and the sweep runs once per kSlots new addresses at most.
+      if (addresses_.size() >= cluster::kSlots) drop_unused_addresses();
+      it = addresses_.insert(addresses_.end(), std::string(address));
+    }
     at = static_cast<uint16_t>(it - addresses_.begin() + 1);
   }
   uint32_t count = foreign_count_.load(std::memory_order_relaxed);
@@ -39,6 +45,20 @@ void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) 
     }
   }
   foreign_count_.store(count, std::memory_order_relaxed);
+}
+
+void SlotOwner::drop_unused_addresses() {
+  std::vector<uint16_t> remap(addresses_.size() + 1, 0);
+  for (uint16_t at : owner_) remap[at] = 1;
+  std::vector<std::string> kept;
+  for (size_t i = 1; i < remap.size(); ++i) {
+    if (remap[i] == 0) continue;
+    kept.push_back(std::move(addresses_[i - 1]));
+    remap[i] = static_cast<uint16_t>(kept.size());
+  }
+  remap[0] = 0;
+  for (uint16_t& at : owner_) at = remap[at];
+  addresses_ = std::move(kept);
 }
 
 }  // namespace server

@@ -46,6 +46,9 @@ class SlotOwner {
   void set_cluster_enabled(bool on) { cluster_enabled_.store(on, std::memory_order_relaxed); }
 
  private:
+  // Removes the addresses no slot refers to and renumbers owner_ (under mu_).
+  void drop_unused_addresses();
+
   // Bit s set: slot s is served by another node.
   std::array<std::atomic<uint64_t>, cluster::kSlots / 64> foreign_;
   std::atomic<uint32_t> foreign_count_{0};
