@@ -1,7 +1,6 @@
 // server/slot_owner.cc - the slot ownership map. See slot_owner.h.
 #include "server/slot_owner.h"
 
-#include <algorithm>
 
 namespace server {
 
@@ -19,15 +18,16 @@ void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) 
   std::lock_guard lock(mu_);
   uint16_t at = 0;
   if (!address.empty()) {
-    auto it = std::find(addresses_.begin(), addresses_.end(), address);
-    if (it == addresses_.end()) {
+    auto it = index_.find(std::string(address));
+    if (it == index_.end()) {
       // Past one address per slot, forget those no slot names any more first: the table then
       // never holds more than kSlots + 1 (its 16-bit indexes never wrap, whatever a client
       // sends), and the sweep runs once per kSlots new addresses at most.
       if (addresses_.size() >= cluster::kSlots) drop_unused_addresses();
-      it = addresses_.insert(addresses_.end(), std::string(address));
+      addresses_.emplace_back(address);
+      it = index_.emplace(addresses_.back(), static_cast<uint16_t>(addresses_.size())).first;
     }
-    at = static_cast<uint16_t>(it - addresses_.begin() + 1);
+    at = it->second;
   }
   uint32_t count = foreign_count_.load(std::memory_order_relaxed);
   for (uint32_t s = first; s <= last; ++s) {
@@ -59,6 +59,9 @@ void SlotOwner::drop_unused_addresses() {
   remap[0] = 0;
   for (uint16_t& at : owner_) at = remap[at];
   addresses_ = std::move(kept);
+  index_.clear();
+  for (size_t i = 0; i < addresses_.size(); ++i)
+    index_.emplace(addresses_[i], static_cast<uint16_t>(i + 1));
 }
 
 }  // namespace server

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "cluster/slot.h"
@@ -56,6 +57,7 @@ class SlotOwner {
   mutable std::mutex mu_;
   std::vector<uint16_t> owner_;           // per slot: 1 + index into addresses_, 0 = this node
   std::vector<std::string> addresses_;    // other nodes' "host:port"
+  std::unordered_map<std::string, uint16_t> index_;  // address -> its owner_ value
 };
 
 }  // namespace server
