@@ -17,8 +17,13 @@
 #include "tiering/eviction.h"
 #include "tiering/key_lock.h"
 #include "tiering/ssd_tier.h"
+#include "tests/unit/ssd_test_util.h"
 
 using namespace tiering;
+
+using ssd_test::read_value;
+using ssd_test::span_of;
+using ssd_test::TempDir;
 
 namespace {
 
@@ -69,18 +74,6 @@ Seen one(Recorder& r) {
   return s[0];
 }
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/stratakv-change-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~Dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -251,7 +244,7 @@ TEST_CASE("no room is ever made under a shard lock") {
 }
 
 TEST_CASE("write path: demotion and promotion by the SSD tier are changes of cause kTiering") {
-  Dir dir;
+  TempDir dir;
   Keyspace ks(8, &test_slot);
   SsdTierOptions o;
   o.store.path = dir.path + "/db";

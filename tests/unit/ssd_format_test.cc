@@ -29,27 +29,17 @@
 #include "tiering/ssd_store.h"
 #include "tiering/ssd_store_codec.h"
 #include "tiering/ssd_tier.h"
+#include "tests/unit/ssd_test_util.h"
 
 using namespace tiering;
 
+using ssd_test::read_value;
+using ssd_test::span_of;
+using ssd_test::TempDir;
+
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/stratakv-ssd-format-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
-std::span<const std::byte> span_of(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
 
 uint16_t real_slot(std::string_view key) { return cluster::key_slot(key); }
 
@@ -88,18 +78,6 @@ std::unique_ptr<SsdStore> open_at(const std::string& path, Said* said = nullptr)
   return store;
 }
 
-std::optional<std::string> read_value(SsdStore& s, const std::string& key) {
-  std::string out;
-  size_t size = 0;
-  SsdStatus st = s.read(key, [&](size_t n) {
-    out.resize(n);
-    return std::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), n);
-  }, &size);
-  if (st.code == SsdStatus::Code::kNotFound) return std::nullopt;
-  INFO(st.message);
-  REQUIRE(st.ok());
-  return out;
-}
 
 std::map<std::string, SsdRecordInfo> scan_all(SsdStore& s, int64_t now = 0) {
   std::map<std::string, SsdRecordInfo> out;
@@ -201,24 +179,39 @@ void write_v1(const std::string& path, const std::vector<FixtureKey>& records) {
   delete raw;
 }
 
-// Entries per family of the database at `path`, read without changing it.
-std::map<std::string, size_t> family_counts(const std::string& path) {
+// Opens the store at `path` with RocksDB itself, every family, read-only or not, and applies
+// `fn` (families by name).
+void with_families(const std::string& path, bool read_only,
+                   const std::function<void(rocksdb::DB&,
+                                            std::map<std::string, rocksdb::ColumnFamilyHandle*>&)>& fn) {
   std::vector<std::string> names;
   REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const auto& n : names) families.push_back({n, {}});
   std::vector<rocksdb::ColumnFamilyHandle*> h;
   rocksdb::DB* raw = nullptr;
-  REQUIRE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, families, &h, &raw).ok());
-  std::map<std::string, size_t> out;
-  for (auto* cf : h) {
-    std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions(), cf));
-    size_t n = 0;
-    for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
-    out[cf->GetName()] = n;
-    REQUIRE(raw->DestroyColumnFamilyHandle(cf).ok());
-  }
+  if (read_only)
+    REQUIRE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, families, &h, &raw).ok());
+  else
+    REQUIRE(rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &h, &raw).ok());
+  std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+  for (auto* cf : h) by_name[cf->GetName()] = cf;
+  fn(*raw, by_name);
+  for (auto& [n, cf] : by_name) REQUIRE(raw->DestroyColumnFamilyHandle(cf).ok());
   delete raw;
+}
+
+// Entries per family of the database at `path`, read without changing it.
+std::map<std::string, size_t> family_counts(const std::string& path) {
+  std::map<std::string, size_t> out;
+  with_families(path, true, [&](rocksdb::DB& db, auto& families) {
+    for (auto& [name, cf] : families) {
+      std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions(), cf));
+      size_t n = 0;
+      for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+      out[name] = n;
+    }
+  });
   return out;
 }
 
@@ -226,18 +219,7 @@ std::map<std::string, size_t> family_counts(const std::string& path) {
 void raw_edit(const std::string& path,
               const std::function<void(rocksdb::DB&,
                                        std::map<std::string, rocksdb::ColumnFamilyHandle*>&)>& fn) {
-  std::vector<std::string> names;
-  REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const auto& n : names) families.push_back({n, {}});
-  std::vector<rocksdb::ColumnFamilyHandle*> h;
-  rocksdb::DB* raw = nullptr;
-  REQUIRE(rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &h, &raw).ok());
-  std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
-  for (auto* cf : h) by_name[cf->GetName()] = cf;
-  fn(*raw, by_name);
-  for (auto& [n, cf] : by_name) REQUIRE(raw->DestroyColumnFamilyHandle(cf).ok());
-  delete raw;
+  with_families(path, false, fn);
 }
 
 // The records of the conversion tests: small and blob values, deadlines, binary keys, and a

@@ -19,24 +19,16 @@
 #include <vector>
 
 #include "tiering/ssd_store.h"
+#include "tests/unit/ssd_test_util.h"
 
 using namespace tiering;
 
+using ssd_test::read_value;
+using ssd_test::span_of;
+using ssd_test::TempDir;
+
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/stratakv-ssd-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 std::string bytes_of(size_t n, uint32_t seed) {
   std::string s(n, '\0');
@@ -45,9 +37,6 @@ std::string bytes_of(size_t n, uint32_t seed) {
   return s;
 }
 
-std::span<const std::byte> span_of(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
 
 std::unique_ptr<SsdStore> open_store(const std::string& path, uint64_t capacity = 0,
                                      bool recover = true) {
@@ -63,20 +52,6 @@ std::unique_ptr<SsdStore> open_store(const std::string& path, uint64_t capacity 
   return store;
 }
 
-// Reads `key` into a std::string; nullopt when absent.
-std::optional<std::string> read_value(SsdStore& s, const std::string& key) {
-  std::string out;
-  size_t size = 0;
-  SsdStatus st = s.read(key, [&](size_t n) {
-    out.resize(n);
-    return std::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), n);
-  }, &size);
-  if (st.code == SsdStatus::Code::kNotFound) return std::nullopt;
-  INFO(st.message);
-  REQUIRE(st.ok());
-  CHECK(size == out.size());
-  return out;
-}
 
 SsdStatus put(SsdStore& s, const std::string& key, const std::string& value, int64_t exp = 0) {
   SsdBatch b;

@@ -12,23 +12,16 @@
 #include <string>
 
 #include "tiering/ssd_tier.h"
+#include "tests/unit/ssd_test_util.h"
 
 using namespace tiering;
 
+using ssd_test::read_value;
+using ssd_test::span_of;
+using ssd_test::TempDir;
+
 namespace {
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/stratakv-tier-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~Dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 std::unique_ptr<SsdTier> open_tier(Keyspace& ks, const std::string& dir, uint32_t promote = 1) {
   SsdTierOptions o;
@@ -82,7 +75,7 @@ void settle(SsdTier& tier) { tier.wait_pending(0, 10'000); }
 }  // namespace
 
 TEST_CASE("a demoted value leaves memory after its write and a load brings it back") {
-  Dir dir;
+  TempDir dir;
   Keyspace ks(8);
   auto tier = open_tier(ks, dir.path);
   tier->start();
@@ -115,7 +108,7 @@ TEST_CASE("a demoted value leaves memory after its write and a load brings it ba
 }
 
 TEST_CASE("a value overwritten while queued stays in memory and its record is removed") {
-  Dir dir;
+  TempDir dir;
   Keyspace ks(8);
   auto tier = open_tier(ks, dir.path);
   ks.add_observer(tier.get());  // the writer starts later: both ops meet in one batch
@@ -134,7 +127,7 @@ TEST_CASE("a value overwritten while queued stays in memory and its record is re
 }
 
 TEST_CASE("a pinned value stays in both tiers after its write") {
-  Dir dir;
+  TempDir dir;
   Keyspace ks(8);
   auto tier = open_tier(ks, dir.path);
   tier->start();
@@ -152,7 +145,7 @@ TEST_CASE("a pinned value stays in both tiers after its write") {
 }
 
 TEST_CASE("DEL, EXPIRE and FLUSHALL of cold keys reach the store before their ticket") {
-  Dir dir;
+  TempDir dir;
   Keyspace ks(8);
   auto tier = open_tier(ks, dir.path);
   tier->start();
@@ -199,7 +192,7 @@ TEST_CASE("DEL, EXPIRE and FLUSHALL of cold keys reach the store before their ti
 }
 
 TEST_CASE("promote_after 2: the first read is transient, the second promotes") {
-  Dir dir;
+  TempDir dir;
   Keyspace ks(8);
   auto tier = open_tier(ks, dir.path, 2);
   tier->start();
@@ -221,7 +214,7 @@ TEST_CASE("promote_after 2: the first read is transient, the second promotes") {
 }
 
 TEST_CASE("recovery rebuilds cold entries with their deadlines and skips expired ones") {
-  Dir dir;
+  TempDir dir;
   const int64_t later = now_ms() + 3'600'000;
   {
     Keyspace ks(8);
