@@ -109,12 +109,6 @@ class Server {
   ServerStats& stats() { return stats_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
-  /// Allocates a value of `size` bytes in use and room for `capacity` in the memory region.
-  /// Null when the region cannot fit it. Every value the server creates comes from here, so
-  /// this is the one place where a full region is handled (and where eviction makes room).
-  /// Thread-safe.
-  /// With `may_evict` false, or when the calling thread holds a shard lock (eviction locks
-  /// shards), a full region returns null instead of evicting.
   /// Whether memory is made by demotion now: the SSD tier is on and takes demotions, and the
   /// policy evicts. Thread-safe.
   bool demotes() const;
@@ -165,6 +159,12 @@ class Server {
   uint64_t reserved_bulk_bytes() const {
     return stats_.reserved_bulk_bytes.load(std::memory_order_relaxed);
   }
+  /// Allocates a value of `size` bytes in use and room for `capacity` in the memory region.
+  /// Null when the region cannot fit it. Every value the server creates comes from here, so
+  /// this is the one place where a full region is handled (and where eviction makes room).
+  /// Thread-safe.
+  /// With `may_evict` false, or when the calling thread holds a shard lock (eviction locks
+  /// shards), a full region returns null instead of evicting.
   tiering::ValueRef allocate_value(size_t size, size_t capacity = 0, bool may_evict = true);
 
   /// Used memory as the maxmemory check counts it, in bytes: the process heap (keys, tables,
