@@ -1,0 +1,137 @@
+// cluster/topology.h - the cluster's topology: which shards exist, which node is each shard's
+// primary and which are its replicas, which slot ranges each shard serves, which ranges are
+// being migrated, and one version that orders every change (DESIGN.md "The cluster").
+//
+// One record holds it all. It lives in etcd (key "<prefix>/topology", changed only by
+// compare-and-swap on its mod_revision) or, without etcd, in a JSON file
+// (`cluster.topology-file`); both use the JSON codec below, so a file copied out of etcd serves
+// as a static topology. Each node also registers itself under "<prefix>/nodes/<id>" with a
+// lease (NodeRecord).
+//
+// Depends on nothing of ours but the slot math. Plain values: copy or share a const Topology
+// between threads freely.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/slot.h"
+
+namespace cluster {
+
+/// Slots first..last, both included, first <= last < kSlots.
+struct SlotRange {
+  uint16_t first = 0;
+  uint16_t last = 0;
+  friend bool operator==(const SlotRange&, const SlotRange&) = default;
+};
+
+/// A node as clients reach it. `id` is 40 lowercase hex characters, made once per node and kept
+/// in its data directory (as Redis keeps nodes.conf).
+struct NodeAddress {
+  std::string id;
+  std::string host;         ///< announced IP or name (cluster-announce-ip), as -MOVED names it
+  uint16_t port = 0;        ///< RESP over TCP (cluster-announce-port)
+  uint16_t tls_port = 0;    ///< 0: none
+  std::string unix_socket;  ///< the fast path's Unix socket; "" when it has none
+  std::string host_id;      ///< identity of the machine (same value = shared memory possible)
+  friend bool operator==(const NodeAddress&, const NodeAddress&) = default;
+};
+
+/// One shard: a primary, its replicas, and the slot ranges they serve.
+struct Shard {
+  std::string id;                     ///< 40 lowercase hex characters (CLUSTER MYSHARDID)
+  std::vector<SlotRange> slots;       ///< sorted, disjoint
+  std::string primary;                ///< a node id; "" = no primary (its slots are down)
+  std::vector<std::string> replicas;  ///< node ids
+  /// Bumped each time the primary changes (failover); a node serving as primary under an
+  /// older epoch is fenced (replication issue).
+  uint64_t primary_epoch = 0;
+  friend bool operator==(const Shard&, const Shard&) = default;
+};
+
+/// A slot range moving from one shard to another (slot migration issue). While it exists the
+/// source still owns the slots.
+struct Migration {
+  std::string id;  ///< unique per migration
+  std::vector<SlotRange> slots;
+  std::string source_shard;
+  std::string target_shard;
+  std::string state;  ///< "streaming", "handover", "done", "failed", "cancelled"
+  friend bool operator==(const Migration&, const Migration&) = default;
+};
+
+/// The whole record. `version` increases by one with every change written; nodes apply only a
+/// version newer than the one they have. It is what CLUSTER INFO calls cluster_current_epoch.
+struct Topology {
+  uint64_t version = 0;
+  std::string name;  ///< the cluster's name (the etcd key prefix's last part by default)
+  std::vector<NodeAddress> nodes;
+  std::vector<Shard> shards;
+  std::vector<Migration> migrations;
+  friend bool operator==(const Topology&, const Topology&) = default;
+
+  const NodeAddress* node(std::string_view id) const;
+  const Shard* shard(std::string_view id) const;
+  /// The shard whose primary or replica `node_id` is; nullptr if none.
+  const Shard* shard_of_node(std::string_view node_id) const;
+};
+
+/// Raised by decode() and validate() with a message naming the field at fault.
+class TopologyError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Checks what a decoder cannot: ids are 40 lowercase hex characters and unique, every node a
+/// shard names exists and belongs to one shard only, slot ranges are in bounds, sorted and
+/// disjoint across all shards, migrations name existing shards. Throws TopologyError.
+void validate(const Topology& topology);
+
+/// The JSON form (docs/cluster.md documents it). encode() output decodes to an equal value;
+/// decode() rejects unknown versions of the format, missing or mistyped fields and anything
+/// validate() rejects, with TopologyError. Ranges are written [first, last].
+std::string encode(const Topology& topology);
+Topology decode(std::string_view json);
+
+/// Slot -> index into Topology::shards, built once per topology version. Unassigned slots map
+/// to kNoShard.
+class SlotMap {
+ public:
+  static constexpr uint16_t kNoShard = 0xFFFF;
+  SlotMap() { shard_of_.fill(kNoShard); }
+  explicit SlotMap(const Topology& topology);
+  uint16_t shard_of(uint16_t slot) const { return shard_of_[slot]; }
+  /// Number of slots assigned to some shard.
+  size_t assigned() const;
+
+ private:
+  std::array<uint16_t, kSlots> shard_of_;
+};
+
+/// What a node writes under its lease at "<prefix>/nodes/<id>": its address and what it is
+/// doing, read by the admin tool (`stratakv-admin status`, `add-node`) and by failover.
+struct NodeRecord {
+  NodeAddress address;
+  std::string role;         ///< "primary", "replica" or "none" (not in the topology yet)
+  std::string shard;        ///< its shard's id, "" when none
+  uint64_t topology_version = 0;  ///< the version the node has applied
+  uint64_t repl_offset = 0;       ///< replication offset (replication issue)
+  friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
+};
+std::string encode(const NodeRecord& record);
+NodeRecord decode_node_record(std::string_view json);
+
+/// Splits slots 0..16383 into `n` contiguous ranges of nearly equal size (the first
+/// 16384 % n get one slot more), as redis-cli --cluster create does. 1 <= n <= kSlots.
+std::vector<SlotRange> split_evenly(size_t n);
+
+/// A new random 40-hex-character id (node or shard), from std::random_device.
+std::string new_id();
+
+}  // namespace cluster
