@@ -1,25 +1,48 @@
 #include "server/command.h"
 
-#include <cctype>
+#include <cassert>
 
 namespace server {
+
+namespace {
+
+// ASCII lower case (std::tolower is a libc call and depends on the locale).
+inline unsigned char fold(unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+// FNV-1a (64-bit) of `name` folded to lower case: equal for names that differ only in case.
+inline uint64_t folded_hash(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ fold(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Whether `name` folded to lower case equals `lower` (already lower case).
+inline bool equals_folded(std::string_view name, std::string_view lower) {
+  if (name.size() != lower.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i)
+    if (fold(static_cast<unsigned char>(name[i])) != static_cast<unsigned char>(lower[i]))
+      return false;
+  return true;
+}
+
+}  // namespace
 
 void to_lower(std::string_view in, std::string* out) {
   out->resize(in.size());
   for (size_t i = 0; i < in.size(); ++i)
-    (*out)[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(in[i])));
+    (*out)[i] = static_cast<char>(fold(static_cast<unsigned char>(in[i])));
 }
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
+    if (fold(static_cast<unsigned char>(a[i])) != fold(static_cast<unsigned char>(b[i])))
       return false;
   return true;
 }
 
 void CommandTable::add(CommandSpec spec) {
+  assert(equals_folded(spec.name, spec.name) && "command names are registered in lower case");
   if (by_name_.count(spec.name) != 0) return;
   spec.full_name = spec.name;
   spec.id = static_cast<uint32_t>(count_++);
@@ -30,15 +53,31 @@ void CommandTable::add(CommandSpec spec) {
   std::string name = spec.name;
   auto [it, inserted] = by_name_.emplace(name, std::move(spec));
   order_.push_back(&it->second);
+  rebuild_index();
 }
 
 const CommandSpec* CommandTable::find(std::string_view name) const {
-  char lower[32] = {};  // longer than any command name
-  if (name.size() > sizeof lower) return nullptr;
-  for (size_t i = 0; i < name.size(); ++i)
-    lower[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
-  auto it = by_name_.find(std::string_view(lower, name.size()));
-  return it == by_name_.end() ? nullptr : &it->second;
+  if (index_.empty()) return nullptr;
+  const uint64_t h = folded_hash(name);
+  const size_t mask = index_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const IndexSlot& slot = index_[i];
+    if (slot.spec == nullptr) return nullptr;
+    if (slot.hash == h && equals_folded(name, slot.spec->name)) return slot.spec;
+  }
+}
+
+void CommandTable::rebuild_index() {
+  size_t slots = 16;
+  while (slots < 4 * by_name_.size()) slots *= 2;
+  index_.assign(slots, IndexSlot{});
+  const size_t mask = slots - 1;
+  for (const auto& [name, spec] : by_name_) {
+    const uint64_t h = folded_hash(name);
+    size_t i = h & mask;
+    while (index_[i].spec != nullptr) i = (i + 1) & mask;
+    index_[i] = IndexSlot{h, &spec};
+  }
 }
 
 const CommandSpec* CommandTable::find_sub(const CommandSpec& container, std::string_view name) {

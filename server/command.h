@@ -91,6 +91,14 @@ struct CommandSpec {
 /// All commands. Filled once at start-up, then read-only (so thread-safe to read).
 class CommandTable {
  public:
+  CommandTable() = default;
+  // Not copyable: the lookup index and all() point into the table's own nodes (a move keeps
+  // them, a copy would not).
+  CommandTable(const CommandTable&) = delete;
+  CommandTable& operator=(const CommandTable&) = delete;
+  CommandTable(CommandTable&&) = default;
+  CommandTable& operator=(CommandTable&&) = default;
+
   /// Registers a command (and its subcommands), giving each an id.
   void add(CommandSpec spec);
   /// Number of commands and subcommands registered (ids are below it).
@@ -99,7 +107,9 @@ class CommandTable {
   void set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn);
   void set_reads_values(std::string_view name, decltype(CommandSpec::reads_values) fn);
   void set_write_bytes(std::string_view name, decltype(CommandSpec::write_bytes) fn);
-  /// Case-insensitive lookup of a top-level command; null when unknown.
+  /// Case-insensitive (ASCII) lookup of a top-level command; null when unknown. One hash of
+  /// the name folded to lower case as it is read, and one probe of an open-addressing index
+  /// most of the time: no copy, no libc call (it runs for every request).
   const CommandSpec* find(std::string_view name) const;
   /// Case-insensitive lookup of a subcommand of `container`; null when unknown.
   static const CommandSpec* find_sub(const CommandSpec& container, std::string_view name);
@@ -145,8 +155,18 @@ class CommandTable {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
+  // Rebuilds index_ over by_name_ (add() calls it: registration happens once, at start-up).
+  void rebuild_index();
+
   std::unordered_map<std::string, CommandSpec, NameHash, std::equal_to<>> by_name_;
   std::vector<const CommandSpec*> order_;
+  // find()'s index: a power-of-two number of slots (at least 4 per command), linear probing;
+  // each slot holds a command and its name's folded hash, or null.
+  struct IndexSlot {
+    uint64_t hash = 0;
+    const CommandSpec* spec = nullptr;
+  };
+  std::vector<IndexSlot> index_;
   size_t count_ = 0;
 };
 

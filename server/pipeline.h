@@ -54,7 +54,9 @@ struct PreparedCommand {
   Verdict verdict = Verdict::kUnknownCommand;
   /// The command or subcommand; null only for kUnknownCommand / kUnknownSubcommand.
   const CommandSpec* spec = nullptr;
-  /// Indexes of the key arguments (CommandTable::keys, the one key extractor), in order.
+  /// Indexes of the key arguments (CommandTable::keys, the one key extractor), in order,
+  /// found when a later stage asks for them: the slot stage (cluster mode, or while another
+  /// node serves some slot) or the SSD tier's. Empty otherwise.
   std::vector<size_t> keys;
   /// slots[i] is the hash slot of the argument keys[i] (cluster::key_slot), computed when the
   /// slot stage asks: in cluster mode, or while another node serves some slot. Empty

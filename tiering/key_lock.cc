@@ -4,12 +4,6 @@
 
 namespace tiering {
 
-KeyLock::KeyLock(Keyspace& ks, std::string_view key, int64_t now)
-    : ks_(ks), now_(now), key_(key), slot_(ks.slot_of(key)) {
-  single_ = ks.shard_of_slot(static_cast<uint16_t>(slot_));
-  ks_.shard(single_).mu.lock();
-}
-
 KeyLock::KeyLock(Keyspace& ks, std::span<const std::string_view> keys, int64_t now)
     : ks_(ks), now_(now), single_(0) {
   locked_.reserve(keys.size());
@@ -28,13 +22,8 @@ KeyLock::KeyLock(Keyspace& ks, std::span<const std::string_view> keys, int64_t n
   for (size_t i : locked_) ks_.shard(i).mu.lock();
 }
 
-KeyLock::~KeyLock() {
-  if (locked_.empty()) {
-    if (single_ != SIZE_MAX) ks_.shard(single_).mu.unlock();
-  } else {
-    for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) ks_.shard(*it).mu.unlock();
-  }
-  // garbage_ is destroyed after this body: the values go with no shard lock held.
+void KeyLock::unlock_all() {
+  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) ks_.shard(*it).mu.unlock();
 }
 
 const KeyLock::Item* KeyLock::set(std::string_view key, ValueRef value, int64_t expire_ms) {

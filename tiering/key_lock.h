@@ -32,11 +32,19 @@ class KeyLock {
 
   /// Locks the shard of `key`, whose slot it computes once for every call below about `key`.
   /// `now` (Unix ms) is the command's clock for expiry and access.
-  KeyLock(Keyspace& ks, std::string_view key, int64_t now);
+  KeyLock(Keyspace& ks, std::string_view key, int64_t now)
+      : ks_(ks), now_(now), key_(key), slot_(ks.slot_of(key)) {
+    single_ = ks.shard_of_slot(static_cast<uint16_t>(slot_));
+    ks_.shard(single_).mu.lock();
+  }
   /// Locks the shards of `keys` (any number, repeats allowed).
   KeyLock(Keyspace& ks, std::span<const std::string_view> keys, int64_t now);
   /// Unlocks, then releases the values the changes replaced or removed.
-  ~KeyLock();
+  ~KeyLock() {
+    if (!locked_.empty()) unlock_all();
+    else if (single_ != SIZE_MAX) ks_.shard(single_).mu.unlock();
+    // garbage_ is destroyed after this body: the values go with no shard lock held.
+  }
   KeyLock(const KeyLock&) = delete;
   KeyLock& operator=(const KeyLock&) = delete;
 
@@ -92,6 +100,8 @@ class KeyLock {
   int hint(std::string_view key) const {
     return locked_.empty() && key.size() == key_.size() && key == key_ ? slot_ : -1;
   }
+  // Unlocks the shards of a multi-key lock, in descending order.
+  void unlock_all();
   static Item* mut(const Item* item) { return const_cast<Item*>(item); }
   void keep(ValueRef v) {
     if (!v) return;

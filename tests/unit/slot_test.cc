@@ -59,3 +59,24 @@ TEST_CASE("crc16 (slicing-by-8) equals the bitwise definition for every length a
 TEST_CASE("every slot is in range") {
   for (int i = 0; i < 100000; ++i) CHECK(cluster::key_slot(std::to_string(i)) < cluster::kSlots);
 }
+
+TEST_CASE("key_slot (one pass, brace check per word) equals crc16(hash_tag(key)) & 16383") {
+  // Keys of every length up to 40 with '{' and '}' at every position, and bytes that differ
+  // from '{' by one bit (0x7a, 0x7f, 0xfb), which a word-at-a-time brace test must not confuse.
+  const char fill[] = {'a', '\x7a', '\x7f', '\xfb', '}'};
+  for (size_t len = 0; len <= 40; ++len) {
+    for (char f : fill) {
+      std::string key(len, f);
+      CHECK(cluster::key_slot(key) == (cluster::crc16(cluster::hash_tag(key)) & 16383));
+      for (size_t open = 0; open < len; ++open) {
+        std::string k = key;
+        k[open] = '{';
+        for (size_t close = open; close < len; ++close) {
+          std::string kc = k;
+          if (close > open) kc[close] = '}';
+          CHECK(cluster::key_slot(kc) == (cluster::crc16(cluster::hash_tag(kc)) & 16383));
+        }
+      }
+    }
+  }
+}
