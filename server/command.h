@@ -39,6 +39,11 @@ enum CommandFlag : uint32_t {
   /// stratakv's own: reads no key's value, only its entry (existence, deadline, stats), so a
   /// key on SSD only is not loaded before it (docs/ssd-tier.md).
   kNoValue = 1 << 10,
+  /// stratakv's own: a batch whose reply carries a result per key (KV.MPUT, KV.MGET,
+  /// KV.PREFIX). Keys of any slots go together (no -CROSSSLOT, no -MOVED for the request); the
+  /// handler answers a -MOVED (or -CLUSTERDOWN) entry for each key another node serves
+  /// (docs/cluster.md).
+  kPerKeySlots = 1 << 11,
 };
 
 /// Everything a handler needs for one call. Valid only during the call.

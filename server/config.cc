@@ -108,6 +108,35 @@ const std::vector<Spec>& specs() {
       // stratakv keeps no RDB/AOF files: these read back what redis-benchmark and tools ask.
       {Key::kSave, "save", Type::kString, "", false},
       {Key::kAppendOnly, "appendonly", Type::kBool, "no", false},
+      // The node's working directory: cluster-config-file and the saved topology live there.
+      {Key::kDir, "dir", Type::kString, ".", false},
+      // The cluster (docs/cluster.md). Redis's names where Redis has the setting. The node's id
+      // is made once and kept in cluster-config-file (relative to dir), as Redis's nodes.conf.
+      {Key::kClusterEnabled, "cluster-enabled", Type::kBool, "no", false},
+      {Key::kClusterConfigFile, "cluster-config-file", Type::kString, "nodes.conf", false},
+      {Key::kClusterAnnounceIp, "cluster-announce-ip", Type::kString, "", false},  // "": bind's
+      {Key::kClusterAnnouncePort, "cluster-announce-port", Type::kInt, "0", false, 0, 65535},
+      {Key::kClusterRequireFullCoverage, "cluster-require-full-coverage", Type::kBool, "yes",
+       true},
+      // Static mode (no etcd): the topology record from a JSON file, the same format as etcd's.
+      {Key::kClusterTopologyFile, "cluster.topology-file", Type::kString, "", false},
+      // The last topology applied, kept so a restart while etcd is away still routes.
+      {Key::kClusterSavedTopology, "cluster.saved-topology", Type::kString, "topology.json",
+       false},
+      // The machine's identity in the topology ("": /etc/machine-id): same value, same host,
+      // so an SDK may use shared memory.
+      {Key::kClusterHostId, "cluster.host-id", Type::kString, "", false},
+      // etcd, reached over its v3 JSON gateway: endpoints comma-separated ("" = static mode),
+      // one key prefix per cluster, credentials and TLS files, the node's lease TTL (s).
+      {Key::kClusterEtcdEndpoints, "cluster.etcd.endpoints", Type::kString, "", false},
+      {Key::kClusterEtcdPrefix, "cluster.etcd.prefix", Type::kString, "/stratakv/default",
+       false},
+      {Key::kClusterEtcdUser, "cluster.etcd.user", Type::kString, "", false},
+      {Key::kClusterEtcdPassword, "cluster.etcd.password", Type::kString, "", false},
+      {Key::kClusterEtcdCaFile, "cluster.etcd.ca-file", Type::kString, "", false},
+      {Key::kClusterEtcdCertFile, "cluster.etcd.cert-file", Type::kString, "", false},
+      {Key::kClusterEtcdKeyFile, "cluster.etcd.key-file", Type::kString, "", false},
+      {Key::kClusterEtcdLeaseTtl, "cluster.etcd.lease-ttl", Type::kInt, "10", false, 1, 3600},
   };
   return table;
 }

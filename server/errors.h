@@ -34,6 +34,15 @@ inline constexpr std::string_view kOom =
     "OOM command not allowed when used memory > 'maxmemory'.";
 inline constexpr std::string_view kCrossSlot =
     "CROSSSLOT Keys in request don't hash to the same slot";
+// cluster.c clusterRedirectClient: a key's slot served by no node, and the cluster down as a
+// whole (cluster_state:fail).
+inline constexpr std::string_view kClusterDownUnbound = "CLUSTERDOWN Hash slot not served";
+inline constexpr std::string_view kClusterDownState = "CLUSTERDOWN The cluster is down";
+// cluster.c clusterCommand and the commands only a cluster takes (ASKING, READONLY, READWRITE).
+inline constexpr std::string_view kClusterDisabled =
+    "ERR This instance has cluster support disabled";
+inline constexpr std::string_view kInvalidSlotOrCount = "ERR Invalid slot or number of keys";
+inline constexpr std::string_view kInvalidSlotArg = "ERR Invalid slot";
 inline constexpr std::string_view kMaxClients = "ERR max number of clients reached";
 inline constexpr std::string_view kExpireFlags =
     "ERR NX and XX, GT or LT options at the same time are not compatible";

@@ -97,7 +97,7 @@ void section_server(Server& srv, int64_t now_ms, std::string* s) {
   field(s, "redis_version", STRATAKV_REDIS_VERSION);
   constants(s, {{"redis_git_sha1", "00000000"}, {"redis_git_dirty", "0"}});
   field(s, "redis_build_id", st.build_id);
-  field(s, "redis_mode", "standalone");
+  field(s, "redis_mode", srv.cluster().enabled() ? "cluster" : "standalone");
   field(s, "os", st.os);
   field(s, "arch_bits", sizeof(void*) * 8);
   constants(s, {{"monotonic_clock", "POSIX clock_gettime"}, {"multiplexing_api", "epoll"},
@@ -250,7 +250,19 @@ void section_cpu(Server&, int64_t, std::string* s) {
   field(s, "used_cpu_user_children", seconds(children.ru_utime));
 }
 
-void section_cluster(Server&, int64_t, std::string* s) { field(s, "cluster_enabled", 0); }
+void section_cluster(Server& srv, int64_t, std::string* s) {
+  ClusterState& cluster = srv.cluster();
+  field(s, "cluster_enabled", cluster.enabled() ? 1 : 0);
+  const std::shared_ptr<const ClusterView> view = cluster.view();
+  if (!view) return;
+  // stratakv's own: where the topology comes from and which version is served.
+  field(s, "cluster_topology_source", cluster.source());
+  field(s, "cluster_topology_version", view->topology->version);
+  field(s, "cluster_state", view->ok ? "ok" : "fail");
+  field(s, "cluster_my_id", view->my_id);
+  field(s, "cluster_my_role",
+        view->my_shard < 0 ? "none" : (view->i_am_primary ? "primary" : "replica"));
+}
 
 void section_keyspace(Server& srv, int64_t, std::string* s) {
   const size_t keys = srv.keyspace().size();

@@ -102,13 +102,31 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
     out.verdict = Verdict::kRun;
     return;
   }
+  if (spec->flags & kPerKeySlots) {
+    // A batch routes each key itself (its reply has an entry per key): only this node's keys
+    // are left for the later stages (no SSD load for another node's key).
+    std::erase_if(out.keys, [&](size_t i) { return !owner.owns(cluster::key_slot(args[i])); });
+    out.verdict = Verdict::kRun;
+    return;
+  }
   for (size_t i : out.keys) out.slots.push_back(cluster::key_slot(args[i]));
-  if (cluster_mode) {
+  if (cluster_mode && !out.slots.empty()) {
+    // In Redis's order: the first key's slot served by nobody, keys of several slots, the
+    // cluster down as a whole; then the redirect.
+    const uint16_t first = out.slots.front();
+    if (!owner.owns(first) && owner.address(first).empty()) {
+      out.verdict = Verdict::kClusterDownUnbound;
+      return;
+    }
     for (uint16_t slot : out.slots) {
-      if (slot != out.slots.front()) {
+      if (slot != first) {
         out.verdict = Verdict::kCrossSlot;
         return;
       }
+    }
+    if (owner.cluster_down()) {
+      out.verdict = Verdict::kClusterDownState;
+      return;
     }
   }
   for (uint16_t slot : out.slots) {
@@ -164,6 +182,10 @@ void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view>
       return out.error(err::moved(cmd.moved_slot, cmd.moved_to));
     case Verdict::kCrossSlot:
       return out.error(err::kCrossSlot);
+    case Verdict::kClusterDownUnbound:
+      return out.error(err::kClusterDownUnbound);
+    case Verdict::kClusterDownState:
+      return out.error(err::kClusterDownState);
   }
 }
 
@@ -183,7 +205,8 @@ void Connection::count_error_reply(void* self, std::string_view text) {
   // A large bulk of this request was dropped unread (allocate_bulk): it must not run, whoever
   // serves the slot by now. Stages 1-2 passed when it was dropped, and still do.
   if (cmd.runs() || cmd.verdict == Verdict::kMoved) {
-    cmd.verdict = Verdict::kMoved;
+    // No node serves the slot (its address is empty): the cluster's error instead.
+    cmd.verdict = bulk_redirect_to_.empty() ? Verdict::kClusterDownUnbound : Verdict::kMoved;
     cmd.moved_slot = static_cast<uint16_t>(bulk_redirect_slot_);
     cmd.moved_to = std::move(bulk_redirect_to_);
   }

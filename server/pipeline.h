@@ -49,6 +49,8 @@ struct PreparedCommand {
     kNoAuth,             ///< NOAUTH Authentication required.
     kMoved,              ///< MOVED <slot> <host:port>: a key in a slot another node serves
     kCrossSlot,          ///< CROSSSLOT Keys in request don't hash to the same slot
+    kClusterDownUnbound, ///< CLUSTERDOWN Hash slot not served (cluster mode)
+    kClusterDownState,   ///< CLUSTERDOWN The cluster is down (cluster mode)
   };
 
   Verdict verdict = Verdict::kUnknownCommand;

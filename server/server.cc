@@ -58,6 +58,7 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       signals_(main_io_, SIGINT, SIGTERM),
       start_ms_(tiering::now_ms()),
       run_id_(random_hex(40)) {
+  cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
   register_all_commands(commands_);
   if (more_commands != nullptr) more_commands(commands_);
   sync_eviction_options();
@@ -101,7 +102,8 @@ std::optional<std::string> Server::listen() {
       return "could not listen on unix socket " + path + ": " + e.what();
     }
   }
-  return std::nullopt;
+  // Cluster mode: the node's id and first topology, now that its port is known.
+  return cluster_->start(tcp_port_);
 }
 
 void Server::accept_tcp() {

@@ -22,6 +22,7 @@
 #include "server/command.h"
 #include "server/command_stats.h"
 #include "server/config.h"
+#include "server/cluster_state.h"
 #include "server/slot_owner.h"
 #include "server/slowlog.h"
 #include "tiering/eviction.h"
@@ -106,6 +107,8 @@ class Server {
   Slowlog& slowlog() { return slowlog_; }
   /// Which hash slots this node serves (the pipeline's slot ownership stage). Thread-safe.
   SlotOwner& slot_owner() { return slot_owner_; }
+  /// This node's identity and topology in cluster mode (cluster-enabled). Thread-safe.
+  ClusterState& cluster() { return *cluster_; }
   ServerStats& stats() { return stats_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
@@ -225,6 +228,7 @@ class Server {
   ClientRegistry clients_;
   Slowlog slowlog_;
   SlotOwner slot_owner_;
+  std::unique_ptr<ClusterState> cluster_;  // after slot_owner_, which it assigns
   ServerStats stats_;
 
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -11,7 +11,7 @@ SlotOwner::SlotOwner() : owner_(cluster::kSlots, 0) {
 std::string SlotOwner::address(uint16_t slot) const {
   std::lock_guard lock(mu_);
   const uint16_t at = owner_[slot];
-  return at == 0 ? std::string() : addresses_[at - 1];
+  return at == 0 || at == kUnserved ? std::string() : addresses_[at - 1];
 }
 
 void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) {
@@ -29,6 +29,15 @@ void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) 
     }
     at = it->second;
   }
+  set_owner(first, last, at);
+}
+
+void SlotOwner::unserve(uint16_t first, uint16_t last) {
+  std::lock_guard lock(mu_);
+  set_owner(first, last, kUnserved);
+}
+
+void SlotOwner::set_owner(uint16_t first, uint16_t last, uint16_t at) {
   uint32_t count = foreign_count_.load(std::memory_order_relaxed);
   for (uint32_t s = first; s <= last; ++s) {
     const bool was = owner_[s] != 0, now = at != 0;
@@ -49,7 +58,8 @@ void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) 
 
 void SlotOwner::drop_unused_addresses() {
   std::vector<uint16_t> remap(addresses_.size() + 1, 0);
-  for (uint16_t at : owner_) remap[at] = 1;
+  for (uint16_t at : owner_)
+    if (at != kUnserved) remap[at] = 1;
   std::vector<std::string> kept;
   for (size_t i = 1; i < remap.size(); ++i) {
     if (remap[i] == 0) continue;
@@ -57,7 +67,8 @@ void SlotOwner::drop_unused_addresses() {
     remap[i] = static_cast<uint16_t>(kept.size());
   }
   remap[0] = 0;
-  for (uint16_t& at : owner_) at = remap[at];
+  for (uint16_t& at : owner_)
+    if (at != kUnserved) at = remap[at];
   addresses_ = std::move(kept);
   index_.clear();
   for (size_t i = 0; i < addresses_.size(); ++i)

@@ -2,9 +2,9 @@
 // each of the others: what the request pipeline's slot ownership stage asks about every key
 // (server/pipeline.h), before anything is loaded, moved or allocated for it.
 //
-// Today one node serves every slot. The cluster (its topology kept in etcd, DESIGN.md "The
-// cluster") will call assign() as ownership changes; tests take slots away with the test aid
-// DEBUG SET-SLOT-OWNER (docs/commands.md).
+// Outside a cluster one node serves every slot. In a cluster, ClusterState (cluster_state.h)
+// calls assign() / unserve() as each new topology arrives; tests also take slots away with the
+// test aid DEBUG SET-SLOT-OWNER (docs/commands.md).
 #pragma once
 
 #include <array>
@@ -33,12 +33,22 @@ class SlotOwner {
   /// Whether this node serves every slot (owns() is true for all). Thread-safe.
   bool owns_all() const { return foreign_count_.load(std::memory_order_relaxed) == 0; }
   /// The "host:port" of the node that serves `slot` (another node's for a slot owns() says is
-  /// not ours), as -MOVED names it. Takes a mutex: for redirects only. Thread-safe.
+  /// not ours), as -MOVED names it; "" when this node or no node serves it (unserve()). Takes a
+  /// mutex: for redirects only. Thread-safe.
   std::string address(uint16_t slot) const;
   /// Slots [first, last] are served by the node at `address` ("host:port"), or by this node
   /// when `address` is empty. Requires first <= last < cluster::kSlots. Thread-safe; a
   /// request being checked meanwhile sees each slot either way.
   void assign(uint16_t first, uint16_t last, std::string_view address);
+  /// Slots [first, last] are served by no node (their shard has no primary, or no shard has
+  /// them): their keys get -CLUSTERDOWN Hash slot not served. Same requirements as assign().
+  void unserve(uint16_t first, uint16_t last);
+
+  /// Cluster mode: whether the cluster is down as a whole (Redis's cluster_state:fail, with
+  /// cluster-require-full-coverage and a slot served by nobody): every command with keys gets
+  /// -CLUSTERDOWN The cluster is down. Thread-safe.
+  bool cluster_down() const { return cluster_down_.load(std::memory_order_relaxed); }
+  void set_cluster_down(bool down) { cluster_down_.store(down, std::memory_order_relaxed); }
 
   /// Cluster mode: a command's keys must all hash to one slot, else -CROSSSLOT (Redis's
   /// getNodeByQuery). Off (no cluster yet): keys of any slots go together, as in a standalone
@@ -47,6 +57,10 @@ class SlotOwner {
   void set_cluster_enabled(bool on) { cluster_enabled_.store(on, std::memory_order_relaxed); }
 
  private:
+  // owner_ of a slot no node serves.
+  static constexpr uint16_t kUnserved = 0xFFFF;
+  // Sets owner_[first..last] to `at` (0 = this node) and the foreign bits with it (under mu_).
+  void set_owner(uint16_t first, uint16_t last, uint16_t at);
   // Removes the addresses no slot refers to and renumbers owner_ (under mu_).
   void drop_unused_addresses();
 
@@ -54,8 +68,10 @@ class SlotOwner {
   std::array<std::atomic<uint64_t>, cluster::kSlots / 64> foreign_;
   std::atomic<uint32_t> foreign_count_{0};
   std::atomic<bool> cluster_enabled_{false};
+  std::atomic<bool> cluster_down_{false};
   mutable std::mutex mu_;
-  std::vector<uint16_t> owner_;           // per slot: 1 + index into addresses_, 0 = this node
+  // per slot: 1 + index into addresses_, 0 = this node, kUnserved = no node
+  std::vector<uint16_t> owner_;
   std::vector<std::string> addresses_;    // other nodes' "host:port"
   std::unordered_map<std::string, uint16_t> index_;  // address -> its owner_ value
 };

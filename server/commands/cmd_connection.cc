@@ -89,7 +89,7 @@ void cmd_hello(CommandContext& ctx) {
   out.bulk("id");
   out.integer(static_cast<int64_t>(ctx.conn.id()));
   out.bulk("mode");
-  out.bulk("standalone");
+  out.bulk(ctx.server.cluster().enabled() ? "cluster" : "standalone");
   out.bulk("role");
   out.bulk("master");
   out.bulk("modules");

@@ -315,7 +315,12 @@ void cmd_mput(CommandContext& ctx) {
   PutOptions o;
   if (!read_put_options(ctx, "kv.mput", at, o)) return;
   ctx.out.array(parts.size());
-  for (const KeyPart& part : parts) put_one(ctx, part, o);
+  for (const KeyPart& part : parts) {
+    // A key another node serves: its entry says where, and its bytes are not read.
+    if (std::string elsewhere = key_elsewhere(ctx, part.key); !elsewhere.empty())
+      ctx.out.error(elsewhere);
+    else put_one(ctx, part, o);
+  }
 }
 
 void cmd_mget(CommandContext& ctx) {
@@ -325,8 +330,13 @@ void cmd_mget(CommandContext& ctx) {
   if (at != ctx.args.size()) return ctx.out.error(err::kSyntax);
   ctx.out.array(parts.size());
   for (const KeyPart& part : parts) {
-    if (part.sgl.empty()) ctx.out.error(err::kSyntax);
-    else get_one(ctx, part);
+    if (part.sgl.empty()) {
+      ctx.out.error(err::kSyntax);
+    } else if (std::string elsewhere = key_elsewhere(ctx, part.key); !elsewhere.empty()) {
+      ctx.out.error(elsewhere);  // another node serves it: nothing is written
+    } else {
+      get_one(ctx, part);
+    }
   }
 }
 
@@ -358,8 +368,19 @@ void cmd_prefix(CommandContext& ctx) {
   const int64_t until = ctx.now_ms + (pin_ms == 0 ? ttl : std::min(pin_ms, ttl));
   int64_t n = 0;
   Connection& conn = ctx.conn;
+  // In a cluster, keys another node serves are skipped: the run is counted over this node's
+  // keys, and the first foreign key met before the run ends is where it leaves this node.
+  size_t left_at = 0;  // args index of that key; 0 = none
+  std::string left_to;
   for (size_t i = 1; i < end; ++i) {
     std::string_view key = ctx.args[i];
+    if (std::string elsewhere = key_elsewhere(ctx, key); !elsewhere.empty()) {
+      if (left_at == 0) {
+        left_at = i;
+        left_to = std::move(elsewhere);
+      }
+      continue;
+    }
     {
       KeyLock lock(ctx.ks, key, ctx.now_ms);
       const KeyLock::Item* item = lock.lookup(key);
@@ -374,7 +395,13 @@ void cmd_prefix(CommandContext& ctx) {
   }
   if (conn.pins.size() > 4096)  // forget leases that ended by themselves
     std::erase_if(conn.pins, [&](const auto& p) { return p.second <= ctx.now_ms; });
+  if (left_at == 0) return ctx.out.integer(n);
+  // [count, index of the key where the run left this node (0-based among the keys), its
+  // -MOVED or -CLUSTERDOWN entry].
+  ctx.out.array(3);
   ctx.out.integer(n);
+  ctx.out.integer(static_cast<int64_t>(left_at - 1));
+  ctx.out.error(left_to);
 }
 
 void cmd_unpin(CommandContext& ctx) {
@@ -424,12 +451,12 @@ void register_kv_family(CommandTable& t) {
   t.set_write_bytes("kv.put", put_bytes);
   // Batches carry their keys where the batch layout says (kv_layout.h): movable keys, found by
   // the same reader as the handler's, and KV.MPUT's bytes by it too.
-  b.add("kv.mput", -5, w | kNoValue, kNoKeys, cmd_mput, {"KV.PUT of several keys", "0.1.0", "O(N) in the bytes"});
+  b.add("kv.mput", -5, w | kNoValue | kPerKeySlots, kNoKeys, cmd_mput, {"KV.PUT of several keys", "0.1.0", "O(N) in the bytes"});
   t.set_find_keys("kv.mput", mput_keys);
   t.set_write_bytes("kv.mput", mput_capped_bytes);
-  b.add("kv.mget", -6, kReadonly, kNoKeys, cmd_mget, {"KV.GET of several keys", "0.1.0", "O(N) in the bytes"});
+  b.add("kv.mget", -6, kReadonly | kPerKeySlots, kNoKeys, cmd_mget, {"KV.GET of several keys", "0.1.0", "O(N) in the bytes"});
   t.set_find_keys("kv.mget", mget_keys);
-  b.add("kv.prefix", -2, kReadonly | kNoValue, {1, -1, 1}, cmd_prefix, {"Count the leading keys of a chain that exist, optionally leasing them", "0.1.0", "O(N)"});
+  b.add("kv.prefix", -2, kReadonly | kNoValue | kPerKeySlots, {1, -1, 1}, cmd_prefix, {"Count the leading keys of a chain that exist, optionally leasing them", "0.1.0", "O(N)"});
   t.set_find_keys("kv.prefix", prefix_keys);
   b.add("kv.unpin", -2, kWrite | kFast | kNoValue, {1, -1, 1}, cmd_unpin, {"Release leases", "0.1.0", "O(N)"});
 }

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <new>
 
+#include "cluster/slot.h"
 #include "server/arg_parser.h"
+#include "server/errors.h"
 #include "server/server.h"
 #include "tiering/keyspace.h"
 #include "tiering/need_room.h"
@@ -19,6 +21,17 @@ void register_all_commands(CommandTable& table) {
   register_memory_family(table);
   register_tier_family(table);
   register_kv_family(table);
+  register_cluster_family(table);
+}
+
+std::string key_elsewhere(CommandContext& ctx, std::string_view key) {
+  const SlotOwner& owner = ctx.server.slot_owner();
+  if (owner.owns_all()) return {};
+  const uint16_t slot = cluster::key_slot(key);
+  if (owner.owns(slot)) return {};
+  std::string address = owner.address(slot);
+  if (address.empty()) return std::string(err::kClusterDownUnbound);
+  return err::moved(slot, address);
 }
 
 CommandSpec CommandBuilder::spec(std::string name, int arity, uint32_t flags, KeyRange keys,

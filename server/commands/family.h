@@ -3,7 +3,8 @@
 // One file per family registers its commands (`register_*_family`), each one table entry:
 // cmd_string.cc (strings), cmd_keyspace.cc (generic key commands and expiry),
 // cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
-// COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*).
+// COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
+// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE).
 #pragma once
 
 #include <initializer_list>
@@ -67,6 +68,13 @@ void register_server_family(CommandTable& table);
 void register_memory_family(CommandTable& table);
 void register_tier_family(CommandTable& table);
 void register_kv_family(CommandTable& table);
+void register_cluster_family(CommandTable& table);
+
+/// For a batch that routes each key itself (kPerKeySlots): "" when this node serves `key`'s
+/// slot, else the error entry to reply in the key's place: "MOVED <slot> <host:port>", or
+/// "CLUSTERDOWN Hash slot not served" when no node serves it. One relaxed load while this node
+/// serves every slot.
+std::string key_elsewhere(CommandContext& ctx, std::string_view key);
 
 /// A container's HELP reply, as Redis's addReplyHelp: the header line, `lines`, then HELP.
 void reply_help(CommandContext& ctx, std::string_view container,

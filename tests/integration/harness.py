@@ -158,7 +158,9 @@ class Server:
     def start(self):
         last_error = None
         for _attempt in range(3):
-            port = free_port()
+            # A fixed `port` (a cluster's nodes are named by address in its topology), else a
+            # free one, another on each attempt.
+            port = int(self.config["port"]) if "port" in self.config else free_port()
             cmd = self.command_line(port)
             self._log = open(self.log_path, "ab")
             self._log.write(("\n==== start: %s\n" % " ".join(shlex.quote(a) for a in cmd)).encode())

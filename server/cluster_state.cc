@@ -1,0 +1,214 @@
+// server/cluster_state.cc - the node's identity and the topology it serves by. See
+// cluster_state.h.
+#include "server/cluster_state.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "cluster/topology_file.h"
+#include "server/config.h"
+#include "server/log.h"
+#include "server/slot_owner.h"
+
+namespace server {
+
+namespace {
+
+bool is_node_id(std::string_view s) {
+  if (s.size() != 40) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// `name` under `dir`, unless `name` is absolute.
+std::string under_dir(const std::string& dir, const std::string& name) {
+  if (name.empty() || name.front() == '/' || dir.empty()) return name;
+  return (std::filesystem::path(dir) / name).string();
+}
+
+// The host clients reach this node at: cluster-announce-ip, else the first bind address
+// unless it is a wildcard, else the loopback address.
+std::string announced_host(Config& config) {
+  std::string host = config.str(Key::kClusterAnnounceIp);
+  if (!host.empty()) return host;
+  host = config.str(Key::kBind);
+  if (auto sp = host.find(' '); sp != std::string::npos) host.resize(sp);
+  if (host.empty() || host == "*" || host == "0.0.0.0" || host == "::" || host == "-::*")
+    return "127.0.0.1";
+  return host;
+}
+
+// A topology of this node alone, serving every slot in one shard (no etcd, no file).
+cluster::Topology alone(const cluster::NodeAddress& self) {
+  cluster::Topology t;
+  t.version = 1;
+  t.name = "standalone";
+  t.nodes.push_back(self);
+  cluster::Shard shard;
+  shard.id = self.id;  // one node, one shard: the same id serves for both
+  shard.slots.push_back({0, cluster::kSlots - 1});
+  shard.primary = self.id;
+  t.shards.push_back(std::move(shard));
+  return t;
+}
+
+}  // namespace
+
+std::string load_or_make_node_id(const std::string& path, std::string* error) {
+  error->clear();
+  std::ifstream in(path);
+  if (in) {
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      if (line.rfind("id ", 0) == 0 && is_node_id(line.substr(3))) return line.substr(3);
+      break;
+    }
+    *error = "the node id file " + path + " is malformed (expected a line 'id <40 hex>')";
+    return {};
+  }
+  if (std::filesystem::exists(path)) {
+    *error = "cannot read the node id file " + path;
+    return {};
+  }
+  const std::string id = cluster::new_id();
+  const std::string text =
+      "# stratakv node identity (cluster-config-file): made once, kept across restarts\nid " +
+      id + "\n";
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    *error = "cannot write the node id file " + path;
+    return {};
+  }
+  return id;
+}
+
+std::string host_identity(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  std::ifstream in("/etc/machine-id");
+  std::string id;
+  if (in && std::getline(in, id) && !id.empty()) return id;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') return name;
+  return "unknown-host";
+}
+
+ClusterState::ClusterState(Config& config, SlotOwner& owner)
+    : config_(config), owner_(owner), enabled_(config.num(Key::kClusterEnabled) != 0) {}
+
+ClusterState::~ClusterState() = default;
+
+std::shared_ptr<const ClusterView> ClusterState::view() const { return view_.load(); }
+
+std::optional<std::string> ClusterState::load_or_make_id() {
+  const std::string dir = config_.str(Key::kDir);
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::string error;
+  self_.id = load_or_make_node_id(under_dir(dir, config_.str(Key::kClusterConfigFile)), &error);
+  if (!error.empty()) return error;
+  return std::nullopt;
+}
+
+std::optional<std::string> ClusterState::start(uint16_t tcp_port) {
+  if (!enabled_) return std::nullopt;
+  if (auto error = load_or_make_id()) return error;
+  self_.host = announced_host(config_);
+  const int64_t port = config_.num(Key::kClusterAnnouncePort);
+  self_.port = port != 0 ? static_cast<uint16_t>(port) : tcp_port;
+  std::string unix_socket = config_.str(Key::kUnixSocket);
+  if (!unix_socket.empty()) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(unix_socket, ec);
+    if (!ec) unix_socket = abs.string();
+  }
+  self_.unix_socket = unix_socket;
+  self_.host_id = host_identity(config_.str(Key::kClusterHostId));
+  owner_.set_cluster_enabled(true);
+
+  const std::string file = config_.str(Key::kClusterTopologyFile);
+  std::shared_ptr<const cluster::Topology> first;
+  if (!file.empty()) {
+    try {
+      first = std::make_shared<const cluster::Topology>(cluster::load_topology_file(file));
+    } catch (const cluster::TopologyError& e) {
+      return std::string("cluster.topology-file: ") + e.what();
+    }
+    source_ = "file";
+  } else {
+    first = std::make_shared<const cluster::Topology>(alone(self_));
+    source_ = "self";
+  }
+  apply(std::move(first));
+  return std::nullopt;
+}
+
+bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
+  std::lock_guard lock(apply_mu_);
+  const std::shared_ptr<const ClusterView> current = view_.load();
+  if (current && current->topology->version >= topology->version) return false;
+
+  auto view = std::make_shared<ClusterView>();
+  view->topology = topology;
+  view->slots = cluster::SlotMap(*topology);
+  // This node in the topology: by its id, else (a static file written before the id existed)
+  // by its announced address.
+  view->my_id = self_.id;
+  if (topology->node(self_.id) == nullptr) {
+    for (const cluster::NodeAddress& n : topology->nodes)
+      if (n.host == self_.host && n.port == self_.port) view->my_id = n.id;
+  }
+  for (size_t i = 0; i < topology->shards.size(); ++i) {
+    const cluster::Shard& shard = topology->shards[i];
+    bool mine = shard.primary == view->my_id;
+    for (const std::string& r : shard.replicas) mine = mine || r == view->my_id;
+    if (mine) {
+      view->my_shard = static_cast<int>(i);
+      view->i_am_primary = shard.primary == view->my_id;
+    }
+  }
+
+  // Slots: runs of one shard at a time, each one assign() (or unserve()).
+  for (uint32_t first = 0; first < cluster::kSlots;) {
+    const uint16_t shard_index = view->slots.shard_of(static_cast<uint16_t>(first));
+    uint32_t last = first;
+    while (last + 1 < cluster::kSlots &&
+           view->slots.shard_of(static_cast<uint16_t>(last + 1)) == shard_index)
+      ++last;
+    const auto f = static_cast<uint16_t>(first), l = static_cast<uint16_t>(last);
+    const size_t count = last - first + 1;
+    const cluster::Shard* shard =
+        shard_index == cluster::SlotMap::kNoShard ? nullptr : &topology->shards[shard_index];
+    const cluster::NodeAddress* primary =
+        shard == nullptr || shard->primary.empty() ? nullptr : topology->node(shard->primary);
+    if (shard != nullptr) view->slots_assigned += count;
+    if (primary == nullptr) {
+      owner_.unserve(f, l);
+    } else {
+      view->slots_ok += count;
+      if (primary->id == view->my_id) owner_.assign(f, l, {});
+      else owner_.assign(f, l, primary->host + ":" + std::to_string(primary->port));
+    }
+    first = last + 1;
+  }
+  view->ok = view->slots_ok == cluster::kSlots ||
+             config_.num(Key::kClusterRequireFullCoverage) == 0;
+  owner_.set_cluster_down(!view->ok);
+  view_.store(std::move(view));
+  log::notice("cluster: serving topology version " + std::to_string(topology->version) + " (" +
+              std::to_string(topology->shards.size()) + " shards, " +
+              std::to_string(topology->nodes.size()) + " nodes)");
+  return true;
+}
+
+}  // namespace server

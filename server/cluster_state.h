@@ -1,0 +1,97 @@
+// server/cluster_state.h - this node's part in the cluster: its identity, the topology it
+// routes by, and what CLUSTER ... and INFO cluster tell about both (DESIGN.md "The cluster").
+//
+// The node's id is made once and kept in `cluster-config-file` under `dir` (as Redis keeps
+// nodes.conf). The topology comes from one of three places:
+//   - etcd (`cluster.etcd.endpoints`): a cluster::TopologyAgent on a thread of its own
+//     registers the node, watches the record and hands each newer version to apply();
+//   - a JSON file (`cluster.topology-file`), read once at start, in the same format;
+//   - neither: a topology of this node alone, serving every slot.
+// apply() turns a topology into the SlotOwner map the pipeline's slot stage reads, so a
+// request never waits for the topology: it sees each slot either before or after a change.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cluster/topology.h"
+
+namespace server {
+
+class Config;
+class SlotOwner;
+
+/// One topology as this node serves it. Immutable once published: shared by the CLUSTER
+/// commands, INFO and the SDK-facing replies without a lock.
+struct ClusterView {
+  std::shared_ptr<const cluster::Topology> topology;
+  cluster::SlotMap slots;           ///< slot -> index into topology->shards
+  std::string my_id;                ///< this node's id in the topology
+  int my_shard = -1;                ///< index into topology->shards; -1: in no shard
+  bool i_am_primary = false;        ///< this node is its shard's primary
+  size_t slots_assigned = 0;        ///< slots some shard has
+  size_t slots_ok = 0;              ///< slots of a shard that has a primary
+  bool ok = false;                  ///< cluster_state:ok (Redis: every slot served, or
+                                    ///< cluster-require-full-coverage off)
+};
+
+/// This node's identity and its current ClusterView. Thread-safe: any thread reads view();
+/// apply() runs on the topology's thread (or at start).
+class ClusterState {
+ public:
+  ClusterState(Config& config, SlotOwner& owner);
+  ~ClusterState();
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  /// Whether cluster-enabled is on (fixed at start).
+  bool enabled() const { return enabled_; }
+
+  /// Cluster mode only: loads or makes the node's id, learns its address (`tcp_port` is the
+  /// port the listener bound), then serves the first topology (the file's, or this node
+  /// alone). Returns an error text when the id file or the topology file is unusable (the
+  /// server refuses to start, as Redis does with a corrupt nodes.conf).
+  std::optional<std::string> start(uint16_t tcp_port);
+
+  /// This node's address as the topology records it (id, announced host and port, Unix
+  /// socket, host identity). Valid after start().
+  const cluster::NodeAddress& self() const { return self_; }
+
+  /// The current view; never null after start() in cluster mode (null before, or outside
+  /// cluster mode).
+  std::shared_ptr<const ClusterView> view() const;
+
+  /// Serves `topology` if its version is newer than the current one's (or there is none):
+  /// publishes the view and reassigns the slots in the SlotOwner. Returns whether it did.
+  /// A topology that does not name this node leaves it serving no slot. Thread-safe.
+  bool apply(std::shared_ptr<const cluster::Topology> topology);
+
+  /// The topology's source for INFO cluster: "etcd", "file" or "self".
+  const char* source() const { return source_; }
+
+ private:
+  std::optional<std::string> load_or_make_id();
+
+  Config& config_;
+  SlotOwner& owner_;
+  const bool enabled_;
+  cluster::NodeAddress self_;
+  const char* source_ = "self";
+  std::mutex apply_mu_;  // one apply() at a time (the view's swap itself is atomic)
+  std::atomic<std::shared_ptr<const ClusterView>> view_;
+};
+
+/// Reads the node id kept at `path` ("id <40 hex>" line); makes and writes a new one (0600,
+/// written to a temporary file and renamed) when the file does not exist. Returns the id, or
+/// an error text (unreadable, malformed) in `*error`.
+std::string load_or_make_node_id(const std::string& path, std::string* error);
+
+/// The machine's identity for the topology's host_id: `configured` when set, else
+/// /etc/machine-id, else the host name.
+std::string host_identity(const std::string& configured);
+
+}  // namespace server

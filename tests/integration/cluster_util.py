@@ -1,0 +1,77 @@
+"""Clusters of stratakv nodes for the tests: a static topology (cluster.topology-file, no etcd)
+written here, and the nodes started on loopback ports, each with its node id kept in its own
+working directory (nodes.conf), as docs/cluster.md describes."""
+
+import json
+import os
+import secrets
+
+from harness import Server, free_port, stop_servers, tmp_root
+
+
+def new_id():
+    return secrets.token_hex(20)
+
+
+def split_evenly(n):
+    """Slots 0..16383 in n contiguous ranges, the first 16384 % n one slot larger."""
+    size, extra = divmod(16384, n)
+    ranges, first = [], 0
+    for i in range(n):
+        last = first + size + (1 if i < extra else 0) - 1
+        ranges.append([first, last])
+        first = last + 1
+    return ranges
+
+
+class StaticCluster:
+    """`n` primaries over a topology file; `config` goes to every node."""
+
+    def __init__(self, n, version=1, **config):
+        self.nodes = []
+        self.ids = [new_id() for _ in range(n)]
+        self.shard_ids = [new_id() for _ in range(n)]
+        self.ports = [free_port() for _ in range(n)]
+        self.sockets = []
+        self.path = str(tmp_root() / ("topology-%s.json" % secrets.token_hex(4)))
+        for i in range(n):
+            srv = Server(cluster_enabled="yes", cluster__topology_file=self.path,
+                         port=self.ports[i], **config)
+            (srv.workdir / "nodes.conf").write_text("id %s\n" % self.ids[i])
+            self.sockets.append(str(srv.workdir / "s.sock"))
+            srv.config["unixsocket"] = self.sockets[i]
+            srv.unixsocket = self.sockets[i]
+            self.nodes.append(srv)
+        self.topology = {
+            "format": 1, "version": version, "name": "test",
+            "nodes": [{"id": self.ids[i], "host": "127.0.0.1", "port": self.ports[i],
+                       "tls_port": 0, "unix_socket": self.sockets[i], "host_id": "test-host"}
+                      for i in range(n)],
+            "shards": [{"id": self.shard_ids[i], "slots": [r], "primary": self.ids[i],
+                        "replicas": [], "primary_epoch": 1}
+                       for i, r in enumerate(split_evenly(n))],
+            "migrations": [],
+        }
+        self.write()
+
+    def write(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.topology, f)
+        os.replace(tmp, self.path)
+
+    def start(self):
+        for srv in self.nodes:
+            srv.start()
+        return self
+
+    def stop(self):
+        stop_servers(*self.nodes)
+
+    def owner_of(self, slot):
+        """Index of the node whose shard has `slot`."""
+        for i, shard in enumerate(self.topology["shards"]):
+            for first, last in shard["slots"]:
+                if first <= slot <= last:
+                    return self.ids.index(shard["primary"])
+        return None
