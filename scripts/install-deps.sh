@@ -12,13 +12,30 @@ packages=(
   # tests and benchmarks: real Redis tools and clients as peers
   redis-server redis-tools python3 python3-redis python3-pytest python3-numpy python3-torch
   fio python3-matplotlib
+  # the cluster: etcd holds the topology; its JSON gateway is reached with libcurl + nlohmann-json
+  etcd-server libcurl4-openssl-dev nlohmann-json3-dev
+  # Node.js's Redis clients (ioredis, node-redis from npm) as cluster peers in the tests (npm:
+  # below; some images ship a Node.js that bundles its own and conflicts with Debian's)
+  nodejs
 )
+
+# npm packages of the tests (tests/clients/node: versions pinned by its package-lock.json).
+install_node_clients() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/clients/node"
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    echo "install-deps: npm ci in tests/clients/node"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) && touch "$dir/node_modules"
+  fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
+  install_node_clients
   exit 0
 fi
 
@@ -28,3 +45,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_node_clients
