@@ -196,6 +196,7 @@ std::string Transport::token_for(size_t index) {
   {
     std::lock_guard lock(mu_);
     if (!token_.empty()) return token_;
+    if (auth_off_) return {};
   }
   const Json body = {{"name", options_.user}, {"password", options_.password}};
   const Exchange x = perform(index, "/v3/auth/authenticate", body.dump(), "");
@@ -206,6 +207,11 @@ std::string Transport::token_for(size_t index) {
   std::string message;
   if (error_of(reply, code, message)) {
     if (code == kGrpcUnavailable) throw EtcdUnavailable(url + ": " + message);
+    if (message.find("authentication is not enabled") != std::string::npos) {
+      std::lock_guard lock(mu_);
+      auth_off_ = true;  // until etcd asks for a token
+      return {};
+    }
     throw EtcdError("etcd authentication as '" + options_.user + "' failed: " + message, code);
   }
   if (!reply.is_object() || !reply.contains("token") || !reply["token"].is_string())
@@ -217,7 +223,14 @@ std::string Transport::token_for(size_t index) {
 
 void Transport::drop_token(const std::string& token) {
   std::lock_guard lock(mu_);
-  if (token_ == token) token_.clear();
+  if (token_ == token) {
+    token_.clear();
+    auth_off_ = false;
+  }
+}
+
+bool Transport::wants_auth(int code, const std::string& message) {
+  return code == kGrpcUnauthenticated || message.find("user name is empty") != std::string::npos;
 }
 
 Json Transport::request(std::string_view path, const Json& body, bool may_repeat) {
@@ -254,7 +267,7 @@ Json Transport::request(std::string_view path, const Json& body, bool may_repeat
       int code = 0;
       std::string message;
       if (error_of(reply, code, message)) {
-        if (code == kGrpcUnauthenticated && !token.empty() && attempt == 0) {
+        if (wants_auth(code, message) && !options_.user.empty() && attempt == 0) {
           drop_token(token);
           continue;
         }

@@ -74,11 +74,15 @@ class Transport {
              const std::string& token, long timeout_ms, curl_slist** headers) const;
 
   /// The token to send (authenticating at endpoint `index` when there is none yet); "" without
-  /// a user. Throws EtcdUnavailable when the endpoint does not answer, EtcdError when etcd
-  /// refuses the credentials.
+  /// a user, or while etcd says "authentication is not enabled". Throws EtcdUnavailable when
+  /// the endpoint does not answer, EtcdError when etcd refuses the credentials.
   std::string token_for(size_t index);
-  /// Forgets `token` after etcd called it invalid (unless another thread replaced it already).
+  /// Forgets `token` after etcd called it invalid or asked for one (unless another thread
+  /// replaced it already): the next token_for() authenticates again.
   void drop_token(const std::string& token);
+  /// An error reply after which authenticating (again) may help: an invalid token, or none
+  /// sent to an etcd that has turned authentication on.
+  static bool wants_auth(int code, const std::string& message);
 
   size_t preferred() const;
   void set_preferred(size_t index);
@@ -94,6 +98,7 @@ class Transport {
   mutable std::mutex mu_;
   size_t preferred_ = 0;  // under mu_
   std::string token_;     // under mu_
+  bool auth_off_ = false;  // under mu_: etcd said authentication is not enabled
 };
 
 }  // namespace cluster::etcd_detail

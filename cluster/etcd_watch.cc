@@ -7,6 +7,7 @@
 // "hasleader: true" (as clientv3's WithRequireLeader), so etcd ends the watch with UNAVAILABLE
 // when its member loses the cluster's leader instead of going silent.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,11 @@ namespace {
 // Idle streams are probed: first probe after 5 s, then every 3 s (Linux sends 9).
 constexpr long kKeepIdleS = 5, kKeepIntervalS = 3;
 
-struct InvalidToken {};  // etcd refused the token: authenticate again and reconnect
+// etcd refused the token or asked for one: authenticate again and reconnect.
+struct InvalidToken {
+  int code;
+  std::string message;
+};
 
 size_t append_to_string(char* data, size_t size, size_t count, void* out) {
   static_cast<std::string*>(out)->append(data, size * count);
@@ -55,7 +60,7 @@ void handle(const std::string& text, const std::string& where,
   int code = 0;
   std::string error;
   if (etcd_detail::error_of(message, code, error)) {
-    if (code == etcd_detail::kGrpcUnauthenticated) throw InvalidToken{};
+    if (etcd_detail::Transport::wants_auth(code, error)) throw InvalidToken{code, error};
     if (code == etcd_detail::kGrpcUnavailable) throw EtcdUnavailable(where + ": " + error);
     throw EtcdError(error, code);
   }
@@ -130,7 +135,7 @@ void EtcdClient::watch_range(std::string_view key, std::string_view range_end, i
       JsonStream splitter;
       std::vector<std::string> objects;
       bool answered = false;  // etcd sent something: stay on this endpoint
-      bool reauth = false;
+      std::optional<InvalidToken> reauth;
       CURLcode result = CURLE_OK;
       for (;;) {
         int running = 0;
@@ -141,8 +146,8 @@ void EtcdClient::watch_range(std::string_view key, std::string_view range_end, i
           received.clear();
           try {
             for (const std::string& o : objects) handle(o, where, on_event);
-          } catch (const InvalidToken&) {
-            reauth = true;
+          } catch (const InvalidToken& e) {
+            reauth = e;
           }
           objects.clear();
           if (reauth) break;
@@ -157,13 +162,13 @@ void EtcdClient::watch_range(std::string_view key, std::string_view range_end, i
         }
         curl_multi_poll(s.multi, nullptr, 0, 1000, nullptr);
       }
-      if (reauth && attempt == 0 && !token.empty()) {
+      if (reauth && attempt == 0 && !transport.options().user.empty()) {
         transport.drop_token(token);
         continue;
       }
       long status = 0;
       curl_easy_getinfo(s.easy, CURLINFO_RESPONSE_CODE, &status);
-      if (reauth) throw EtcdError(where + ": the auth token was refused again", etcd_detail::kGrpcUnauthenticated);
+      if (reauth) throw EtcdError(reauth->message, reauth->code);
       if (!answered && result != CURLE_OK) {  // never reached etcd: try the next endpoint
         failures += "; " + where + ": " + curl_easy_strerror(result);
         break;
