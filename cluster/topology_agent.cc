@@ -14,6 +14,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kBackoffFirst{100}, kBackoffMax{1000};
 constexpr int kGrpcNotFound = 5;  // "etcdserver: requested lease not found"
+constexpr std::chrono::seconds kLogEvery{30};  // a repeated failure is logged this often
 
 std::string trim_prefix(std::string prefix) {
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
@@ -98,9 +99,9 @@ void TopologyAgent::stop() {
   int64_t lease = 0;
   {
     std::lock_guard lock(mu_);
-    if (lease_ok_) lease = lease_id_;
+    if (lease_link_.ok) lease = lease_id_;
     lease_id_ = 0;
-    lease_ok_ = watch_ok_ = false;
+    lease_link_.ok = watch_link_.ok = false;
   }
   if (lease == 0) return;
   try {
@@ -119,10 +120,12 @@ std::shared_ptr<const Topology> TopologyAgent::current() const {
 TopologyAgent::Status TopologyAgent::status() const {
   std::lock_guard lock(mu_);
   Status s;
-  s.etcd_connected = lease_ok_ && watch_ok_;
+  s.etcd_connected = lease_link_.ok && watch_link_.ok;
   s.version = current_ ? current_->version : 0;
   if (last_contact_)
     s.last_contact_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - *last_contact_).count();
+  if (lease_renewed_)
+    s.lease_renewed_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - *lease_renewed_).count();
   if (saved_at_)
     s.saved_age_s = std::max<int64_t>(
         0, std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - *saved_at_).count());
@@ -157,19 +160,35 @@ NodeRecord TopologyAgent::record() const {
   return r;
 }
 
-void TopologyAgent::contact(bool lease_side) {
-  std::lock_guard lock(mu_);
-  (lease_side ? lease_ok_ : watch_ok_) = true;
-  last_contact_ = Clock::now();
-}
-
-void TopologyAgent::failure(bool lease_side, const std::string& what) {
+void TopologyAgent::contact(Link& link) {
+  uint64_t failures = 0;
   {
     std::lock_guard lock(mu_);
-    (lease_side ? lease_ok_ : watch_ok_) = false;
-    last_error_ = what;
+    link.ok = true;
+    last_contact_ = Clock::now();
+    if (&link == &lease_link_) lease_renewed_ = last_contact_;
+    failures = std::exchange(link.failures, 0);
   }
-  log(std::string("event=") + (lease_side ? "lease_failed" : "watch_failed") + " error=\"" + what + "\"");
+  if (failures > 0) log(std::string("event=") + link.name + "_restored failures=" + std::to_string(failures));
+}
+
+void TopologyAgent::failure(Link& link, const std::string& what) {
+  bool show = false;
+  uint64_t failures = 0;
+  {
+    std::lock_guard lock(mu_);
+    link.ok = false;
+    last_error_ = what;
+    failures = ++link.failures;
+    const Clock::time_point now = Clock::now();
+    if (failures == 1 || now - link.logged >= kLogEvery) {
+      show = true;
+      link.logged = now;
+    }
+  }
+  if (show)
+    log(std::string("event=") + link.name + "_failed failures=" + std::to_string(failures) + " error=\"" +
+        what + "\"");
 }
 
 bool TopologyAgent::wait(std::stop_token& stop, milliseconds d, bool wake_on_dirty) {
@@ -201,7 +220,7 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
           log("event=lease_lost lease=" + std::to_string(lease) + " action=register_again");
           std::lock_guard lock(mu_);
           lease = lease_id_ = 0;
-          lease_ok_ = false;
+          lease_link_.ok = false;
           continue;
         }
         {
@@ -213,7 +232,7 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
           written = std::move(now);
         }
       }
-      contact(true);
+      contact(lease_link_);
       backoff.reset();
       wait(stop, milliseconds(std::max<int64_t>(ttl_s, 1) * 1000 / 3), true);
     } catch (const EtcdError& e) {
@@ -221,10 +240,10 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
         std::lock_guard lock(mu_);
         lease = lease_id_ = 0;
       }
-      failure(true, e.what());
+      failure(lease_link_, e.what());
       wait(stop, backoff.next(), false);
     } catch (const EtcdUnavailable& e) {
-      failure(true, e.what());
+      failure(lease_link_, e.what());
       wait(stop, backoff.next(), false);
     }
   }
@@ -237,22 +256,22 @@ void TopologyAgent::watch_loop(std::stop_token stop) {
       // Read, then watch from just after the read: no change between the two is missed.
       int64_t revision = 0;
       const std::optional<KeyValue> kv = client_.get(topology_key_, &revision);
-      contact(false);
+      contact(watch_link_);
       backoff.reset();
       if (kv) offer(kv->value, kv->mod_revision);
       else log("event=no_topology key=" + topology_key_);
       client_.watch(topology_key_, revision + 1, [&](const WatchEvent& e) {
-        contact(false);
+        contact(watch_link_);
         if (e.type == WatchEvent::Type::kPut) offer(e.kv.value, e.kv.mod_revision);
         else log("event=topology_deleted action=keep_current");
       }, stop);
     } catch (const EtcdCompacted& e) {
       log(std::string("event=watch_compacted action=read_again error=\"") + e.what() + "\"");
     } catch (const EtcdError& e) {
-      failure(false, e.what());
+      failure(watch_link_, e.what());
       wait(stop, backoff.next(), false);
     } catch (const EtcdUnavailable& e) {
-      failure(false, e.what());
+      failure(watch_link_, e.what());
       wait(stop, backoff.next(), false);
     }
   }

@@ -48,8 +48,8 @@ struct AgentOptions {
   /// Where the last applied topology is kept (load_topology_file / save_topology_file); "" =
   /// no copy.
   std::string saved_path;
-  /// Receives one line per event ("cluster-agent event=... error=..."); default: stderr.
-  /// Called from the agent's threads and from start() / stop().
+  /// Receives one line per event ("cluster-agent node=<id prefix> event=... error=..."; a
+  /// repeated failure is logged every 30 s); default: stderr. Called from the agent's threads and from start() / stop().
   std::function<void(std::string_view line)> log;
 };
 
@@ -62,6 +62,9 @@ class TopologyAgent {
     bool etcd_connected = false;  ///< the last lease renewal and the watch both work
     uint64_t version = 0;         ///< version of current(), 0 when none
     int64_t last_contact_ms = -1;  ///< ms since the last successful exchange with etcd; -1 never
+    /// ms since the lease was last granted or renewed; -1 never. Past the lease TTL, etcd may
+    /// have dropped the registration (what a primary fences itself by).
+    int64_t lease_renewed_ms = -1;
     int64_t saved_age_s = -1;      ///< age of the saved copy in seconds; -1 when there is none
     int64_t lease_id = 0;          ///< the registration lease, 0 while there is none
     std::string last_error;        ///< the last etcd failure ("" if none yet)
@@ -108,8 +111,17 @@ class TopologyAgent {
   void offer(const std::string& json, int64_t mod_revision);
   void publish(std::shared_ptr<const Topology> topology);
   NodeRecord record() const;
-  void contact(bool lease_side);
-  void failure(bool lease_side, const std::string& what);
+  /// One side of the link (the lease thread's or the watch thread's).
+  struct Link {
+    const char* name;
+    bool ok = false;
+    uint64_t failures = 0;  // in a row
+    Clock::time_point logged{};
+  };
+  /// A successful exchange on `link` (logs the recovery after failures).
+  void contact(Link& link);
+  /// A failed one: logged the first time and then at most every 30 s.
+  void failure(Link& link, const std::string& what);
   /// Waits up to `d` or until stopped or the record needs writing; true unless stopped.
   bool wait(std::stop_token& stop, std::chrono::milliseconds d, bool wake_on_dirty);
   void log(const std::string& line) const;
@@ -122,8 +134,8 @@ class TopologyAgent {
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
   std::shared_ptr<const Topology> current_;
-  bool lease_ok_ = false, watch_ok_ = false;
-  std::optional<Clock::time_point> last_contact_;
+  Link lease_link_{"lease"}, watch_link_{"watch"};
+  std::optional<Clock::time_point> last_contact_, lease_renewed_;
   std::optional<std::chrono::system_clock::time_point> saved_at_;
   int64_t lease_id_ = 0;
   std::string last_error_;

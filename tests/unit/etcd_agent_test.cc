@@ -3,6 +3,8 @@
 // and saved, an etcd outage, a restart from the saved copy, re-registration.
 #include <doctest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -52,9 +54,10 @@ struct Harness {
     options.self.role = "none";
     options.lease_ttl_s = 2;
     options.saved_path = dir + "/topology.json";
-    options.log = [this](std::string_view line) {
+    options.log = [this](std::string_view line) {  // STRATAKV_AGENT_LOG=1 shows them
       std::lock_guard lock(mu);
       lines.emplace_back(line);
+      if (std::getenv("STRATAKV_AGENT_LOG")) std::fprintf(stderr, "%s\n", lines.back().c_str());
     };
   }
   ~Harness() {
