@@ -127,8 +127,10 @@ struct NodeRecord {
 std::string encode(const NodeRecord& record);
 NodeRecord decode_node_record(std::string_view json);
 
-/// Splits slots 0..16383 into `n` contiguous ranges of nearly equal size (the first
-/// 16384 % n get one slot more), as redis-cli --cluster create does. 1 <= n <= kSlots.
+/// Splits slots 0..16383 into `n` contiguous ranges of nearly equal size: the first 16384 % n
+/// get one slot more (redis-cli --cluster create rounds instead, so its ranges differ from these
+/// by a slot: 0-5460, 5461-10922, 10923-16383 for three). 1 <= n <= kSlots, else throws
+/// std::invalid_argument.
 std::vector<SlotRange> split_evenly(size_t n);
 
 /// A new random 40-hex-character id (node or shard), from std::random_device.

@@ -28,7 +28,8 @@ using OrderedJson = nlohmann::ordered_json;
 
 constexpr uint64_t kFormat = 1;
 
-[[noreturn]] void fail(const std::string& what) { throw TopologyError("topology: " + what); }
+// Messages name the field at fault by its path: "topology.shards[1].slots[0] is 16384, ...".
+[[noreturn]] void fail(const std::string& what) { throw TopologyError(what); }
 
 // Typed access to one JSON object's fields; `where` names the object in messages.
 class Fields {
@@ -128,7 +129,7 @@ NodeAddress decode_address(const Fields& f) {
 
 Json parse(std::string_view json, const char* what) {
   Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(std::string(what) + " is not valid JSON");
+  if (j.is_discarded()) fail(std::string(what) + ": not valid JSON");
   return j;
 }
 
@@ -168,7 +169,7 @@ std::string encode(const Topology& t) {
 }
 
 Topology decode(std::string_view json) {
-  const Json j = parse(json, "the topology");
+  const Json j = parse(json, "topology");
   const Fields root(j, "topology");
   check_format(root);
   Topology t;
@@ -176,10 +177,10 @@ Topology decode(std::string_view json) {
   t.name = root.string("name", false);
   const Json& nodes = root.array("nodes", true);
   for (size_t i = 0; i < nodes.size(); ++i)
-    t.nodes.push_back(decode_address(Fields(nodes[i], "nodes[" + std::to_string(i) + "]")));
+    t.nodes.push_back(decode_address(Fields(nodes[i], "topology.nodes[" + std::to_string(i) + "]")));
   const Json& shards = root.array("shards", true);
   for (size_t i = 0; i < shards.size(); ++i) {
-    const Fields f(shards[i], "shards[" + std::to_string(i) + "]");
+    const Fields f(shards[i], "topology.shards[" + std::to_string(i) + "]");
     Shard s;
     s.id = f.string("id", true);
     s.slots = decode_ranges(f.array("slots", true), f.where() + ".slots");
@@ -190,7 +191,7 @@ Topology decode(std::string_view json) {
   }
   const Json& migrations = root.array("migrations", false);
   for (size_t i = 0; i < migrations.size(); ++i) {
-    const Fields f(migrations[i], "migrations[" + std::to_string(i) + "]");
+    const Fields f(migrations[i], "topology.migrations[" + std::to_string(i) + "]");
     Migration m;
     m.id = f.string("id", true);
     m.slots = decode_ranges(f.array("slots", true), f.where() + ".slots");
@@ -215,7 +216,7 @@ std::string encode(const NodeRecord& r) {
 }
 
 NodeRecord decode_node_record(std::string_view json) {
-  const Json j = parse(json, "the node record");
+  const Json j = parse(json, "node record");
   const Fields root(j, "node record");
   check_format(root);
   const Json* address = root.find("address", true);

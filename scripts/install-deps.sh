@@ -9,6 +9,8 @@ packages=(
   # libraries
   libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
   librocksdb-dev libibverbs-dev pybind11-dev python3-dev
+  # the cluster: etcd's v3 JSON gateway over HTTP, JSON topology records; etcd for the tests
+  nlohmann-json3-dev libcurl4-openssl-dev etcd-server
   # tests and benchmarks: real Redis tools and clients as peers
   redis-server redis-tools python3 python3-redis python3-pytest python3-numpy python3-torch
   fio python3-matplotlib
