@@ -10,12 +10,10 @@ packages=(
   libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
   librocksdb-dev libibverbs-dev pybind11-dev python3-dev
   # the cluster: etcd's v3 JSON gateway over HTTP, JSON topology records; etcd for the tests
-  nlohmann-json3-dev libcurl4-openssl-dev etcd-server
+  nlohmann-json3-dev libcurl4-openssl-dev etcd-server curl
   # tests and benchmarks: real Redis tools and clients as peers
   redis-server redis-tools python3 python3-redis python3-pytest python3-numpy python3-torch
   fio python3-matplotlib
-  # the cluster: etcd holds the topology; its JSON gateway is reached with libcurl + nlohmann-json
-  etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   # Node.js's Redis clients (ioredis, node-redis from npm) as cluster peers in the tests (npm:
   # below; some images ship a Node.js that bundles its own and conflicts with Debian's)
   nodejs

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cluster/topology_agent.h"
 #include "cluster/topology_file.h"
 #include "server/config.h"
 #include "server/log.h"
@@ -106,7 +107,66 @@ std::string host_identity(const std::string& configured) {
 ClusterState::ClusterState(Config& config, SlotOwner& owner)
     : config_(config), owner_(owner), enabled_(config.num(Key::kClusterEnabled) != 0) {}
 
-ClusterState::~ClusterState() = default;
+ClusterState::~ClusterState() { stop(); }
+
+void ClusterState::stop() {
+  if (agent_) agent_->stop();
+}
+
+ClusterState::EtcdLink ClusterState::etcd_link() const {
+  EtcdLink link;
+  if (!agent_) return link;
+  const cluster::TopologyAgent::Status st = agent_->status();
+  link.etcd = true;
+  link.connected = st.etcd_connected;
+  link.last_contact_ms = st.last_contact_ms;
+  link.lease_renewed_ms = st.lease_renewed_ms;
+  link.saved_age_s = st.saved_age_s;
+  link.last_error = st.last_error;
+  return link;
+}
+
+std::optional<std::string> ClusterState::start_etcd() {
+  cluster::AgentOptions o;
+  std::string endpoints = config_.str(Key::kClusterEtcdEndpoints);
+  for (size_t at = 0; at <= endpoints.size();) {
+    size_t comma = endpoints.find(',', at);
+    if (comma == std::string::npos) comma = endpoints.size();
+    std::string e = endpoints.substr(at, comma - at);
+    while (!e.empty() && e.front() == ' ') e.erase(e.begin());
+    while (!e.empty() && e.back() == ' ') e.pop_back();
+    if (!e.empty()) {
+      if (e.find("://") == std::string::npos) e = "http://" + e;
+      o.etcd.endpoints.push_back(e);
+    }
+    at = comma + 1;
+  }
+  o.etcd.user = config_.str(Key::kClusterEtcdUser);
+  o.etcd.password = config_.str(Key::kClusterEtcdPassword);
+  o.etcd.ca_file = config_.str(Key::kClusterEtcdCaFile);
+  o.etcd.cert_file = config_.str(Key::kClusterEtcdCertFile);
+  o.etcd.key_file = config_.str(Key::kClusterEtcdKeyFile);
+  o.prefix = config_.str(Key::kClusterEtcdPrefix);
+  o.self.address = self_;
+  o.self.role = "none";
+  o.lease_ttl_s = static_cast<int>(config_.num(Key::kClusterEtcdLeaseTtl));
+  o.saved_path = under_dir(config_.str(Key::kDir), config_.str(Key::kClusterSavedTopology));
+  o.log = [](std::string_view line) { log::notice(line); };
+  try {
+    // Each topology the agent applies (the saved copy now, then etcd's newer versions on its
+    // watch thread) is served at once; the node record then says which version it serves.
+    agent_ = std::make_unique<cluster::TopologyAgent>(
+        std::move(o), [this](std::shared_ptr<const cluster::Topology> t) {
+          const uint64_t version = t->version;
+          if (apply(std::move(t)) && agent_) agent_->set_progress(version, 0);
+        });
+  } catch (const std::exception& e) {
+    return std::string("cluster.etcd: ") + e.what();
+  }
+  source_ = "etcd";
+  agent_->start();
+  return std::nullopt;
+}
 
 std::shared_ptr<const ClusterView> ClusterState::view() const { return view_.load(); }
 
@@ -138,6 +198,16 @@ std::optional<std::string> ClusterState::start(uint16_t tcp_port) {
 
   const std::string file = config_.str(Key::kClusterTopologyFile);
   std::shared_ptr<const cluster::Topology> first;
+  if (!config_.str(Key::kClusterEtcdEndpoints).empty()) {
+    if (!file.empty()) return "cluster.topology-file and cluster.etcd.endpoints exclude each other";
+    // Until a topology comes (the saved copy, or etcd's), the node knows only itself and
+    // serves no slot: -CLUSTERDOWN.
+    cluster::Topology empty;
+    empty.name = "unknown";
+    empty.nodes.push_back(self_);
+    apply(std::make_shared<const cluster::Topology>(std::move(empty)));
+    return start_etcd();
+  }
   if (!file.empty()) {
     try {
       first = std::make_shared<const cluster::Topology>(cluster::load_topology_file(file));
@@ -156,6 +226,7 @@ std::optional<std::string> ClusterState::start(uint16_t tcp_port) {
 bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
   std::lock_guard lock(apply_mu_);
   const std::shared_ptr<const ClusterView> current = view_.load();
+  // Only newer versions (0 is the placeholder of a node that has none yet).
   if (current && current->topology->version >= topology->version) return false;
 
   auto view = std::make_shared<ClusterView>();

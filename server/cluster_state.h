@@ -20,6 +20,10 @@
 
 #include "cluster/topology.h"
 
+namespace cluster {
+class TopologyAgent;
+}
+
 namespace server {
 
 class Config;
@@ -73,8 +77,24 @@ class ClusterState {
   /// The topology's source for INFO cluster: "etcd", "file" or "self".
   const char* source() const { return source_; }
 
+  /// The link to etcd, for INFO cluster (etcd mode only; `etcd` false otherwise).
+  struct EtcdLink {
+    bool etcd = false;             ///< the topology comes from etcd
+    bool connected = false;        ///< the lease renewal and the watch both work
+    int64_t last_contact_ms = -1;  ///< since the last exchange with etcd; -1 never
+    int64_t lease_renewed_ms = -1; ///< since the lease was last granted or renewed; -1 never
+    int64_t saved_age_s = -1;      ///< age of the saved copy of the topology; -1 none
+    std::string last_error;
+  };
+  EtcdLink etcd_link() const;
+
+  /// Stops following etcd (revokes the node's lease when etcd answers). Idempotent; the
+  /// destructor calls it.
+  void stop();
+
  private:
   std::optional<std::string> load_or_make_id();
+  std::optional<std::string> start_etcd();
 
   Config& config_;
   SlotOwner& owner_;
@@ -83,6 +103,7 @@ class ClusterState {
   const char* source_ = "self";
   std::mutex apply_mu_;  // one apply() at a time (the view's swap itself is atomic)
   std::atomic<std::shared_ptr<const ClusterView>> view_;
+  std::unique_ptr<cluster::TopologyAgent> agent_;  // etcd mode
 };
 
 /// Reads the node id kept at `path` ("id <40 hex>" line); makes and writes a new one (0600,

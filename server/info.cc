@@ -262,6 +262,16 @@ void section_cluster(Server& srv, int64_t, std::string* s) {
   field(s, "cluster_my_id", view->my_id);
   field(s, "cluster_my_role",
         view->my_shard < 0 ? "none" : (view->i_am_primary ? "primary" : "replica"));
+  const ClusterState::EtcdLink link = cluster.etcd_link();
+  if (!link.etcd) return;
+  field(s, "cluster_etcd_link", link.connected ? "up" : "down");
+  field(s, "cluster_etcd_last_contact_ms", link.last_contact_ms);
+  field(s, "cluster_etcd_lease_renewed_ms", link.lease_renewed_ms);
+  field(s, "cluster_saved_topology_age_s", link.saved_age_s);
+  std::string error = link.last_error;  // one line
+  for (char& c : error)
+    if (c == '\r' || c == '\n') c = ' ';
+  field(s, "cluster_etcd_last_error", error);
 }
 
 void section_keyspace(Server& srv, int64_t, std::string* s) {

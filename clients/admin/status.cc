@@ -1,0 +1,113 @@
+// clients/admin/status.cc - `stratakv-admin status`: one table of the cluster (shards, slots,
+// nodes, roles, keys, memory, SSD bytes, lease), from the topology and node records in etcd and
+// each node's INFO (asked over RESP with a 1 s timeout; a node that does not answer shows "-").
+#include "clients/admin/status.h"
+
+#include <hiredis/hiredis.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace admin {
+
+namespace {
+
+// Fields of a node's INFO, by name ("db0" holds "keys=N,...").
+std::map<std::string, std::string> probe(const cluster::NodeAddress& n) {
+  std::map<std::string, std::string> fields;
+  const timeval timeout{1, 0};
+  redisContext* c = redisConnectWithTimeout(n.host.c_str(), n.port, timeout);
+  if (c == nullptr || c->err) {
+    if (c) redisFree(c);
+    return fields;
+  }
+  redisSetTimeout(c, timeout);
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO everything"));
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    std::string text(reply->str, reply->len);
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find("\r\n", at);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(at, end - at);
+      if (const size_t colon = line.find(':'); colon != std::string::npos && line[0] != '#')
+        fields[line.substr(0, colon)] = line.substr(colon + 1);
+      at = end + 2;
+    }
+  }
+  if (reply) freeReplyObject(reply);
+  redisFree(c);
+  return fields;
+}
+
+std::string keys_of(const std::map<std::string, std::string>& info) {
+  auto it = info.find("db0");
+  if (it == info.end()) return info.empty() ? "-" : "0";
+  const std::string& v = it->second;  // keys=N,expires=...
+  const size_t eq = v.find('='), comma = v.find(',');
+  return eq == std::string::npos ? "-" : v.substr(eq + 1, comma - eq - 1);
+}
+
+std::string field_or_dash(const std::map<std::string, std::string>& info, const char* name) {
+  auto it = info.find(name);
+  return it == info.end() ? "-" : it->second;
+}
+
+std::string ranges_text(const cluster::Shard& s) {
+  std::string out;
+  for (const cluster::SlotRange& r : s.slots) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(r.first);
+    if (r.last != r.first) out += "-" + std::to_string(r.last);
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+void print_status(const std::optional<cluster::Topology>& topology,
+                  const std::vector<Registered>& registered, std::FILE* out) {
+  std::map<std::string, const Registered*> by_id;
+  for (const Registered& r : registered) by_id[r.record.address.id] = &r;
+  if (!topology) {
+    std::fprintf(out, "no topology yet: %zu node(s) registered (stratakv-admin create)\n",
+                 registered.size());
+  } else {
+    std::fprintf(out, "cluster %s, topology version %llu, %zu shard(s), %zu node(s)\n",
+                 topology->name.c_str(), static_cast<unsigned long long>(topology->version),
+                 topology->shards.size(), topology->nodes.size());
+  }
+  std::fprintf(out, "%-8s %-14s %-21s %-8s %-8s %10s %12s %12s %6s %5s\n", "SHARD", "SLOTS", "NODE",
+               "ROLE", "ID", "KEYS", "MEMORY", "SSD_BYTES", "LEASE", "VER");
+  auto row = [&](const std::string& shard, const std::string& slots,
+                 const cluster::NodeAddress& n, const char* role) {
+    const auto info = probe(n);
+    auto reg = by_id.find(n.id);
+    const std::string lease =
+        reg == by_id.end() ? "none" : (reg->second->lease_ttl_left_s >= 0
+                                           ? std::to_string(reg->second->lease_ttl_left_s) + "s"
+                                           : "?");
+    const std::string version =
+        reg == by_id.end() ? "-" : std::to_string(reg->second->record.topology_version);
+    std::fprintf(out, "%-8s %-14s %-21s %-8s %-8s %10s %12s %12s %6s %5s\n", shard.c_str(),
+                 slots.c_str(), (n.host + ":" + std::to_string(n.port)).c_str(), role,
+                 n.id.substr(0, 8).c_str(), keys_of(info).c_str(),
+                 field_or_dash(info, "used_memory").c_str(),
+                 field_or_dash(info, "ssd_bytes").c_str(), lease.c_str(), version.c_str());
+  };
+  if (topology) {
+    for (const cluster::Shard& s : topology->shards) {
+      const std::string shard = s.id.substr(0, 8), slots = ranges_text(s);
+      if (const cluster::NodeAddress* p = topology->node(s.primary)) row(shard, slots, *p, "primary");
+      for (const std::string& id : s.replicas)
+        if (const cluster::NodeAddress* r = topology->node(id)) row(shard, "", *r, "replica");
+    }
+  }
+  // Registered nodes the topology does not have yet (stratakv-admin add-node).
+  for (const Registered& r : registered)
+    if (!topology || topology->node(r.record.address.id) == nullptr)
+      row("-", "-", r.record.address, "none");
+}
+
+}  // namespace admin
