@@ -125,6 +125,8 @@ void EtcdClient::watch_range(std::string_view key, std::string_view range_end, i
       std::string received;
       curl_easy_setopt(s.easy, CURLOPT_WRITEFUNCTION, append_to_string);
       curl_easy_setopt(s.easy, CURLOPT_WRITEDATA, &received);
+      char error[CURL_ERROR_SIZE] = "";
+      curl_easy_setopt(s.easy, CURLOPT_ERRORBUFFER, error);
       curl_easy_setopt(s.easy, CURLOPT_TCP_KEEPALIVE, 1L);
       curl_easy_setopt(s.easy, CURLOPT_TCP_KEEPIDLE, kKeepIdleS);
       curl_easy_setopt(s.easy, CURLOPT_TCP_KEEPINTVL, kKeepIntervalS);
@@ -169,11 +171,12 @@ void EtcdClient::watch_range(std::string_view key, std::string_view range_end, i
       long status = 0;
       curl_easy_getinfo(s.easy, CURLINFO_RESPONSE_CODE, &status);
       if (reauth) throw EtcdError(reauth->message, reauth->code);
+      const std::string why = error[0] ? error : curl_easy_strerror(result);
       if (!answered && result != CURLE_OK) {  // never reached etcd: try the next endpoint
-        failures += "; " + where + ": " + curl_easy_strerror(result);
+        failures += "; " + where + ": " + why;
         break;
       }
-      if (result != CURLE_OK) throw EtcdUnavailable(where + ": watch stream broke: " + curl_easy_strerror(result));
+      if (result != CURLE_OK) throw EtcdUnavailable(where + ": watch stream broke: " + why);
       throw EtcdUnavailable(where + ": watch stream ended (HTTP " + std::to_string(status) + ")");
     }
   }

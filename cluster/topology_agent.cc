@@ -201,7 +201,7 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
   Backoff backoff;
   int64_t lease = 0;
   int64_t ttl_s = options_.lease_ttl_s;
-  NodeRecord written;  // what the record in etcd holds under `lease`
+  std::optional<NodeRecord> written;  // what the record in etcd holds under `lease`, if known
   while (!stop.stop_requested()) {
     try {
       if (lease == 0) {
@@ -211,8 +211,10 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
           lease_id_ = lease = id;
           record_dirty_ = false;
         }
-        written = record();
-        client_.put(node_key_, encode(written), lease);
+        written.reset();
+        NodeRecord now = record();
+        client_.put(node_key_, encode(now), lease);
+        written = std::move(now);
         log("event=registered key=" + node_key_ + " lease=" + std::to_string(lease));
       } else {
         ttl_s = client_.lease_keepalive(lease);
@@ -227,9 +229,11 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
           std::lock_guard lock(mu_);
           record_dirty_ = false;
         }
-        if (NodeRecord now = record(); !(now == written)) {
+        if (NodeRecord now = record(); !written || !(now == *written)) {
+          const bool first = !written;  // the put after the grant failed
           client_.put(node_key_, encode(now), lease);
           written = std::move(now);
+          if (first) log("event=registered key=" + node_key_ + " lease=" + std::to_string(lease));
         }
       }
       contact(lease_link_);

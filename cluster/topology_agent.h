@@ -49,7 +49,8 @@ struct AgentOptions {
   /// no copy.
   std::string saved_path;
   /// Receives one line per event ("cluster-agent node=<id prefix> event=... error=..."; a
-  /// repeated failure is logged every 30 s); default: stderr. Called from the agent's threads and from start() / stop().
+  /// repeated failure is logged every 30 s); default: stderr. Called from the agent's threads
+  /// and from start() / stop().
   std::function<void(std::string_view line)> log;
 };
 

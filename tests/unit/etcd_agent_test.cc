@@ -113,6 +113,7 @@ TEST_CASE("agent: registers under a lease, applies newer topologies only, saves 
   CHECK(registered(c, *agent)->address == h.options.self.address);
   CHECK(registered(c, *agent)->role == "none");
   CHECK(agent->status().last_contact_ms >= 0);
+  CHECK(agent->status().lease_renewed_ms >= 0);
   CHECK(agent->status().saved_age_s == -1);
 
   write(c, encode(topology(1)));

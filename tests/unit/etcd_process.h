@@ -1,6 +1,6 @@
 // tests/unit/etcd_process.h - a real etcd (/usr/bin/etcd, etcd 3.4) for one test: started on
 // free loopback ports (client and peer) with a data directory of its own, waited for until
-// /health answers, killed and removed at the end. kill() and start() again restart it with
+// /health answers, killed and removed at the end; http, or https with client certificates. kill() and start() again restart it with
 // the same ports and data (keys, revisions and leases survive). A test executable whose
 // machine has no etcd exits with status 77 (ctest's SKIP_RETURN_CODE) at the first start.
 //
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <doctest.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -47,28 +49,55 @@ inline uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-/// A plain HTTP GET of `path` on 127.0.0.1:`port`; the whole response ("" when nothing answers
-/// within about a second).
-inline std::string http_get(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  timeval tv{1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
-    }
+/// TLS for an EtcdProcess: its server certificate and key, and the CA its clients' certificates
+/// must be signed by (--client-cert-auth). All PEM files.
+struct EtcdTls {
+  std::string cert_file, key_file, ca_file;
+  /// A client certificate and key signed by ca_file, for the health check.
+  std::string client_cert_file, client_key_file;
+};
+
+/// Makes a throw-away CA and, signed by it, a server certificate for 127.0.0.1 and a client
+/// certificate (EC P-256, valid 2 days) in `dir`, with the openssl command. nullopt when there
+/// is no openssl.
+inline std::optional<EtcdTls> make_tls_files(const std::string& dir) {
+  if (::access("/usr/bin/openssl", X_OK) != 0) return std::nullopt;
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string script =
+      "set -e; exec 2>/dev/null; cd '" + dir + "'; "
+      "openssl req -x509 " + key + " -keyout ca.key -out ca.crt -days 2 -subj /CN=stratakv-test-ca; "
+      "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext.cnf; "
+      "for n in server client; do "
+      "openssl req " + key + " -keyout $n.key -out $n.csr -subj /CN=$n; "
+      "openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $n.crt -days 2 "
+      "-extfile ext.cnf; done";
+  REQUIRE(std::system(script.c_str()) == 0);
+  return EtcdTls{dir + "/server.crt", dir + "/server.key", dir + "/ca.crt", dir + "/client.crt",
+                 dir + "/client.key"};
+}
+
+/// Whether GET `url` + "/health" says {"health":"true"} within a second (TLS files when given).
+inline bool etcd_healthy(const std::string& url, const EtcdTls* tls) {
+  CURL* h = curl_easy_init();
+  if (!h) return false;
+  std::string body;
+  const std::string target = url + "/health";
+  curl_easy_setopt(h, CURLOPT_URL, target.c_str());
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1000L);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, +[](char* p, size_t size, size_t n, void* out) {
+    static_cast<std::string*>(out)->append(p, size * n);
+    return size * n;
+  });
+  if (tls) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, tls->ca_file.c_str());
+    curl_easy_setopt(h, CURLOPT_SSLCERT, tls->client_cert_file.c_str());
+    curl_easy_setopt(h, CURLOPT_SSLKEY, tls->client_key_file.c_str());
   }
-  ::close(fd);
-  return out;
+  const bool ok = curl_easy_perform(h) == CURLE_OK && body.find("\"health\":\"true\"") != std::string::npos;
+  curl_easy_cleanup(h);
+  return ok;
 }
 
 /// Polls `done` every 20 ms until it returns true or `deadline` passes; returns its last answer.
@@ -84,8 +113,10 @@ bool eventually(F&& done, std::chrono::milliseconds deadline = std::chrono::seco
 
 class EtcdProcess {
  public:
-  /// Starts etcd at once, with `extra_args` after the usual ones (e.g. "--auth-token-ttl=1").
-  explicit EtcdProcess(std::vector<std::string> extra_args = {}) : extra_(std::move(extra_args)) {
+  /// Starts etcd at once, serving https with `tls` when given (else http), with `extra_args`
+  /// after the usual ones (e.g. "--auth-token-ttl=1").
+  explicit EtcdProcess(std::optional<EtcdTls> tls = std::nullopt, std::vector<std::string> extra_args = {})
+      : tls_(std::move(tls)), extra_(std::move(extra_args)) {
     char tmpl[] = "/tmp/stratakv-etcd-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     dir_ = tmpl;
@@ -102,8 +133,10 @@ class EtcdProcess {
   EtcdProcess(const EtcdProcess&) = delete;
   EtcdProcess& operator=(const EtcdProcess&) = delete;
 
-  /// "http://127.0.0.1:<client port>".
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(client_port_); }
+  /// "http://127.0.0.1:<client port>" (https with TLS).
+  std::string endpoint() const {
+    return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(client_port_);
+  }
   uint16_t client_port() const { return client_port_; }
   const std::string& dir() const { return dir_; }
   bool running() const { return pid_ > 0; }
@@ -116,13 +149,16 @@ class EtcdProcess {
       std::exit(77);
     }
     REQUIRE(pid_ == 0);
-    const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+    const std::string client = endpoint();
     const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
     std::vector<std::string> args = {kEtcdBinary, "--name=n0", "--data-dir=" + dir_ + "/data",
         "--listen-client-urls=" + client, "--advertise-client-urls=" + client,
         "--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
         "--initial-cluster=n0=" + peer, "--heartbeat-interval=50", "--election-timeout=500",
         "--logger=zap", "--log-outputs=stderr"};
+    if (tls_)
+      args.insert(args.end(), {"--cert-file=" + tls_->cert_file, "--key-file=" + tls_->key_file,
+                               "--trusted-ca-file=" + tls_->ca_file, "--client-cert-auth"});
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -147,7 +183,7 @@ class EtcdProcess {
         pid_ = 0;
         return true;  // exited: reported below
       }
-      return http_get(client_port_, "/health").find("\"health\":\"true\"") != std::string::npos;
+      return etcd_healthy(client, tls_ ? &*tls_ : nullptr);
     }, std::chrono::seconds(20));
     INFO("etcd log:\n" << log_tail());
     REQUIRE(pid_ > 0);
@@ -173,6 +209,7 @@ class EtcdProcess {
   }
 
  private:
+  std::optional<EtcdTls> tls_;
   std::vector<std::string> extra_;
   std::string dir_;
   uint16_t client_port_ = 0, peer_port_ = 0;

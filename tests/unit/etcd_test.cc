@@ -5,6 +5,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <string>
@@ -309,4 +310,37 @@ TEST_CASE("etcd client: authentication, and again after the token is invalidated
   c.post("/v3/auth/enable", "{}");
   CHECK(c.compare_and_swap("/a", c.get("/a")->mod_revision, "2"));
   CHECK(c.get("/a")->value == "2");
+}
+
+TEST_CASE("etcd client: https with a CA file and a client certificate") {
+  char tmpl[] = "/tmp/stratakv-etcd-tls-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const std::optional<etcd_test::EtcdTls> tls = etcd_test::make_tls_files(dir);
+  if (!tls) {
+    MESSAGE("no openssl: TLS not tested");
+    return;
+  }
+  {
+    EtcdProcess etcd(tls);
+    EtcdOptions o = options_for(etcd);
+    CHECK(o.endpoints[0].rfind("https://", 0) == 0);
+    o.ca_file = tls->ca_file;
+    o.cert_file = tls->client_cert_file;
+    o.key_file = tls->client_key_file;
+    EtcdClient c(o);
+    const int64_t r = c.put("/tls", "secret");
+    CHECK(c.get("/tls")->value == "secret");
+    Watcher w(c, "/tls", r);
+    REQUIRE(eventually([&] { return w.count() == 1; }));
+
+    EtcdOptions no_cert = o;  // etcd asks for a client certificate
+    no_cert.cert_file.clear();
+    no_cert.key_file.clear();
+    CHECK_THROWS_AS(EtcdClient(no_cert).get("/tls"), EtcdUnavailable);
+    EtcdOptions no_ca = o;  // the server's certificate cannot be verified
+    no_ca.ca_file.clear();
+    CHECK_THROWS_AS(EtcdClient(no_ca).get("/tls"), EtcdUnavailable);
+  }
+  std::filesystem::remove_all(dir);
 }
