@@ -55,10 +55,12 @@ up() {
   etcd --name local --data-dir "$STATE/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "local=http://127.0.0.1:$peer_port" >"$STATE/etcd.log" 2>&1 &
+    --initial-cluster "local=http://127.0.0.1:$peer_port" \
+    --heartbeat-interval 50 --election-timeout 500 >"$STATE/etcd.log" 2>&1 &
   echo $! >> "$STATE/pids"
-  wait_for 20 curl -sf "http://127.0.0.1:$etcd_port/health" || {
-    echo "cluster.sh: etcd did not start (see $STATE/etcd.log)" >&2; down; exit 1; }
+  wait_for 30 curl -sf "http://127.0.0.1:$etcd_port/health" || {
+    echo "cluster.sh: etcd did not start; the end of its log:" >&2
+    tail -20 "$STATE/etcd.log" >&2; down; exit 1; }
 
   local total=$((n * (1 + replicas)))
   for ((i = 0; i < total; i++)); do
@@ -72,7 +74,8 @@ up() {
   done
   for ((i = 0; i < total; i++)); do
     wait_for 20 redis-cli -p $((base + i)) ping || {
-      echo "cluster.sh: node on port $((base + i)) did not start (see its server.log)" >&2; down; exit 1; }
+      echo "cluster.sh: node on port $((base + i)) did not start; the end of its log:" >&2
+      tail -20 "$STATE/node-$((base + i))/server.log" >&2; down; exit 1; }
   done
   admin create --shards "$n" --replicas "$replicas" --wait 30
   for ((i = 0; i < total; i++)); do
