@@ -117,7 +117,7 @@ const std::vector<Spec>& specs() {
       {Key::kClusterAnnounceIp, "cluster-announce-ip", Type::kString, "", false},  // "": bind's
       {Key::kClusterAnnouncePort, "cluster-announce-port", Type::kInt, "0", false, 0, 65535},
       {Key::kClusterRequireFullCoverage, "cluster-require-full-coverage", Type::kBool, "yes",
-       true},
+       false},
       // Static mode (no etcd): the topology record from a JSON file, the same format as etcd's.
       {Key::kClusterTopologyFile, "cluster.topology-file", Type::kString, "", false},
       // The last topology applied, kept so a restart while etcd is away still routes.
