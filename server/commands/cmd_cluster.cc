@@ -4,7 +4,8 @@
 //
 // Shapes and texts are Redis 7.0's (cluster.c: clusterReplyMultiBulkSlots, clusterReplyShards,
 // clusterGenNodesDescription, clusterGenClusterInfoString), checked against redis-server in
-// tests/integration/test_cluster_commands.py. MYSHARDID is Redis 7.2's. There is no gossip bus,
+// tests/integration/test_cluster_commands.py. MYSHARDID is Redis 7.2's; TOPOLOGY stratakv's own
+// (the record as JSON, with each node's Unix socket and host identity). There is no gossip bus,
 // so the commands that drive one (MEET, ADDSLOTS, SETSLOT, ...) answer an error that names the
 // admin tool: the topology lives in etcd and changes only through stratakv-admin.
 #include <algorithm>
@@ -242,6 +243,12 @@ void cluster_getkeysinslot(CommandContext& ctx) {
   for (const std::string& k : keys) ctx.out.bulk(k);
 }
 
+// CLUSTER TOPOLOGY (stratakv's own): the topology record this node serves by, as JSON
+// (docs/cluster.md): what an SDK reads to learn each node's Unix socket and host identity.
+void cluster_topology(CommandContext& ctx) {
+  if (auto view = view_or_reply(ctx)) ctx.out.bulk(cluster::encode(*view->topology));
+}
+
 // The commands of a gossip cluster: the topology lives in etcd here.
 void cluster_gossip_only(CommandContext& ctx) {
   if (!view_or_reply(ctx)) return;
@@ -267,6 +274,7 @@ void cluster_help(CommandContext& ctx) {
               "REPLICAS <node-id>", "    Return <node-id> replicas.",
               "SHARDS", "    Return information about slot range mappings and the nodes "
                         "associated with them.",
+              "TOPOLOGY", "    Return the topology record this node serves by, as JSON (stratakv).",
               "SLOTS", "    Return information about slots range mappings. Each range is made of:",
               "    start, end, master and replicas IP addresses, ports and ids",
               "The topology is kept in etcd: stratakv-admin changes it (docs/cluster.md)."});
@@ -312,6 +320,8 @@ void register_cluster_family(CommandTable& t) {
       b.spec("getkeysinslot", 4, info, kNoKeys, cluster_getkeysinslot,
              {"Return local key names in the specified hash slot", "3.0.0",
               "O(log(N)) where N is the number of requested keys"}),
+      b.spec("topology", 2, info, kNoKeys, cluster_topology,
+             {"Return the topology record this node serves by, as JSON (stratakv)", "0.1.0"}),
       b.spec("help", 2, info, kNoKeys, cluster_help,
              {"Show helpful text about the different subcommands", "5.0.0"}),
   };

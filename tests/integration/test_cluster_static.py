@@ -53,6 +53,17 @@ def test_every_node_tells_the_same_slot_map(cluster):
         assert sum("myself" in line for line in nodes) == 1
 
 
+def test_cluster_topology_is_the_record(cluster):
+    import json
+    for srv in cluster.nodes:
+        record = json.loads(srv.raw().call("CLUSTER", "TOPOLOGY"))
+        assert record["version"] == 1
+        assert [n["unix_socket"] for n in record["nodes"]] == cluster.sockets
+        assert [n["host_id"] for n in record["nodes"]] == ["test-host"] * 3
+        assert [s["slots"] for s in record["shards"]] == [
+            s["slots"] for s in cluster.topology["shards"]]
+
+
 def test_keys_another_node_serves_are_moved(cluster):
     for key in ("foo", "bar", "somekey", "{tag}a", "model@1@0@ab12@bf16"):
         slot = key_slot(cluster, key)

@@ -153,6 +153,7 @@ SAMPLES = {
     "cluster|help": (["CLUSTER", "HELP"], None),
     "cluster|replicas": (["CLUSTER", "REPLICAS", "a" * 40], None),
     "cluster|keyslot": (["CLUSTER", "KEYSLOT", "k"], None),
+    "cluster|topology": (["CLUSTER", "TOPOLOGY"], None),
     "cluster|countkeysinslot": (["CLUSTER", "COUNTKEYSINSLOT", "1"], None),
     "cluster|getkeysinslot": (["CLUSTER", "GETKEYSINSLOT", "1", "1"], None),
     # The commands of a gossip cluster (each answers an error naming stratakv-admin).
