@@ -96,6 +96,7 @@ size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, st
     size_t unknown = keys.size();
     const Part* unknown_from = nullptr;
     bool lost = false;
+    std::vector<std::pair<Redirect, const NodeAddress*>> moved;  // every node's news
     for (const Part& p : parts) {
       if (p.error) {
         if (!p.lost || last) std::rethrow_exception(p.error);
@@ -106,6 +107,8 @@ size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, st
       if (p.reply.left_at) {
         const size_t at = p.idx[*p.reply.left_at];
         if (at < unknown) unknown = at, unknown_from = &p;
+        std::optional<Redirect> r = parse_redirect(p.reply.redirect);
+        if (r && !r->ask) moved.push_back({*r, &map->nodes()[p.node]});
       } else if (p.reply.count < p.idx.size()) {
         run = std::min(run, p.idx[p.reply.count]);
       }
@@ -114,9 +117,10 @@ size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, st
     if (unknown >= run) return run;
     std::optional<Redirect> r = parse_redirect(unknown_from->reply.redirect);
     if (last || !r || r->ask) return unknown;
-    const NodeAddress& from = map->nodes()[unknown_from->node];
-    if (r->host.empty()) r->host = from.host;
-    cc.learn_moved({&*r, 1}, from, map);
+    for (auto& [m, from] : moved) {
+      if (m.host.empty()) m.host = from->host;
+      cc.learn_moved({&m, 1}, *from, map);
+    }
   }
 }
 
