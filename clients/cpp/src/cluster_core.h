@@ -69,11 +69,12 @@ class ClusterCore {
   std::shared_ptr<ClientCore> node(const NodeAddress& a);
   /// Nodes learnt from replies: the owners that -MOVED named (a redirect's empty host is
   /// `from`'s). Changes the map at once, then refreshes it from `from` (the node that
-  /// answered), unless a refresh ran since `seen` (a map() taken before the call).
+  /// answered), unless the map changed since `seen` (a map() taken before the call).
   void learn_moved(std::span<const Redirect> moved, const NodeAddress& from,
                    const std::shared_ptr<const SlotMap>& seen);
-  /// A node could not be reached (`failed`): closes its idle connections and refreshes the map
-  /// from the other nodes and the seeds (unless a refresh ran since `seen`).
+  /// A node could not be reached (`failed`): forgets its pool (made afresh, connections and
+  /// transport, when next used: the server may have restarted) and refreshes the map from the
+  /// other nodes and the seeds (unless the map changed since `seen`, a map() taken before).
   void node_failed(const NodeAddress& failed, const std::shared_ptr<const SlotMap>& seen);
 
  private:

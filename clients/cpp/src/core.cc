@@ -136,15 +136,4 @@ void ClientCore::retire(uint64_t id) {
   for (Session* s : open_) s->retired.push_back(id);
 }
 
-void ClientCore::drop_idle() {
-  std::vector<std::unique_ptr<Session>> idle;
-  {
-    std::lock_guard lk(pool_mu_);
-    idle.swap(idle_);
-    for (const auto& s : idle) open_.erase(std::remove(open_.begin(), open_.end(), s.get()), open_.end());
-    pool_cv_.notify_all();
-  }
-  idle.clear();  // closes them, outside the lock
-}
-
 }  // namespace stratakv::detail

@@ -64,9 +64,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
   /// Queues the unregistration of buffer `id` on every open connection (ClientShared::retire).
   void retire(uint64_t id);
-  /// Closes the idle connections (after one failed: the server may have gone, and they are
-  /// likely dead too). Lent ones are closed when returned broken.
-  void drop_idle();
 
  private:
   struct Lease {

@@ -122,6 +122,8 @@ size_t routed_unpin(ClusterCore& cc, std::span<const std::string_view> keys) {
       const bool no_lease = e.kind() == Error::Kind::kConnection ||
                             (e.kind() == Error::Kind::kServer && parse_redirect(e.what()));
       if (!no_lease) errors[i] = std::current_exception();
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
   });
   for (const auto& e : errors)

@@ -76,6 +76,10 @@ void choose_tags(Manifest& m, const SlotMap& map) {
   }
 }
 
+bool has_magic(std::span<const std::byte> b) {
+  return b.size() >= sizeof kMagic && std::memcmp(b.data(), kMagic, sizeof kMagic) == 0;
+}
+
 std::string encode(const Manifest& m) {
   std::string out(kMagic, sizeof kMagic);
   put_le(out, m.total, 8);
@@ -92,7 +96,7 @@ std::string encode(const Manifest& m) {
 }
 
 std::optional<Manifest> decode(std::span<const std::byte> b) {
-  if (!may_be_manifest(b.size()) || std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
+  if (!may_be_manifest(b.size()) || !has_magic(b)) return std::nullopt;
   const size_t n = static_cast<size_t>(get_le(b.data() + 24, 4));
   if (n < 2 || n > kMaxParts || b.size() != manifest_bytes(n) || get_le(b.data() + 28, 4) != 0)
     return std::nullopt;

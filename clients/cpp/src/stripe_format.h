@@ -67,6 +67,8 @@ Manifest plan(uint64_t total, size_t stripes, uint64_t version);
 /// over every node and many slots).
 void choose_tags(Manifest& m, const SlotMap& map);
 
+/// Whether `bytes` (at least the first 8 of a value) start with the manifest's magic.
+bool has_magic(std::span<const std::byte> bytes);
 /// The manifest's bytes.
 std::string encode(const Manifest& m);
 /// The manifest in `bytes`, or nullopt when they are not one (magic, size, checksum, lengths

@@ -11,6 +11,8 @@
 namespace stratakv::detail {
 namespace {
 
+constexpr int64_t kManifestMarginMs = 10;
+
 uint64_t new_version() {
   thread_local std::mt19937_64 rng{(uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()};
   return rng();
@@ -114,8 +116,9 @@ std::vector<Result> put_values(ClusterCore& cc, std::span<const PutItem> items, 
     for (const stripe::Part& p : plans[i].parts) parts.push_back({keys[k], pieces[k], p.length}), ++k;
   const auto started = std::chrono::steady_clock::now();
   const std::vector<Result> part_out = routed_put(cc, parts, {.ttl_ms = ttl});
+  // The parts' deadline, less the time they took and a margin for the manifest's own trip.
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::steady_clock::now() - started).count() + 1;
+                           std::chrono::steady_clock::now() - started).count() + kManifestMarginMs;
 
   // 2. The manifests of the values whose parts all landed, expiring no later than the parts;
   //    the values too small to stripe, as they are.
@@ -163,6 +166,7 @@ std::vector<Result> get_values(ClusterCore& cc, std::span<const GetItem> items) 
   for (size_t i = 0; i < items.size(); ++i) {
     Result& r = out[i];
     if (r.ok() && stripe::may_be_manifest(r.length)) {
+      if (!stripe::has_magic(head_of(items[i].pieces, 8))) continue;  // a small plain value
       auto m = stripe::decode(head_of(items[i].pieces, static_cast<size_t>(r.length)));
       if (!m) continue;
       if (m->total > items[i].window) {
