@@ -51,3 +51,29 @@ TEST_CASE("bad URLs are usage errors") {
     }
   }
 }
+
+TEST_CASE("redis+cluster:// URLs: the seeds") {
+  using stratakv::detail::is_cluster_url;
+  using stratakv::detail::parse_cluster_url;
+  CHECK(is_cluster_url("redis+cluster://h:1"));
+  CHECK_FALSE(is_cluster_url("redis://h:1"));
+  auto seeds = parse_cluster_url("redis+cluster://alice:p%40w@10.0.0.1:7000,[::1]:7001,node-c");
+  REQUIRE(seeds.size() == 3);
+  CHECK(seeds[0].host == "10.0.0.1");
+  CHECK(seeds[0].port == 7000);
+  CHECK(seeds[1].host == "::1");
+  CHECK(seeds[1].port == 7001);
+  CHECK(seeds[2].host == "node-c");
+  CHECK(seeds[2].port == 6379);
+  for (const Url& u : seeds) {
+    CHECK(u.scheme == Url::Scheme::kTcp);
+    CHECK(u.user == "alice");
+    CHECK(u.password == "p@w");
+  }
+  seeds = parse_cluster_url("redis+cluster://h:1?password=x");
+  REQUIRE(seeds.size() == 1);
+  CHECK(seeds[0].password == "x");
+  for (const char* bad : {"redis+cluster://", "redis+cluster://h:1,", "redis+cluster://,h:1",
+                          "redis+cluster://h:0", "redis+cluster://h:1,h:x", "redis://h:1"})
+    CHECK_THROWS_AS(parse_cluster_url(bad), stratakv::Error);
+}

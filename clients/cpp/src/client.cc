@@ -1,21 +1,17 @@
-// client.cc - stratakv::Client: each call borrows a pooled connection and hands the payload
-// to that connection's transport (transport.h); control commands go through hiredis.
+// client.cc - stratakv::Client: each call hands its keys to the node(s) behind the Client
+// (cluster_core.h): values through striping.h (which reads and writes plain values as they
+// are), the rest through routed_ops.h.
 #include "stratakv/client.h"
 
-#include <numeric>
-
-#include "core.h"
-#include "session.h"
-#include "transport.h"
+#include "cluster_core.h"
+#include "routed_ops.h"
+#include "striping.h"
 
 namespace stratakv {
 
-using detail::Args;
-using detail::ClientCore;
+using detail::ClusterCore;
 using detail::GetItem;
 using detail::PutItem;
-using detail::Reply;
-using detail::Session;
 
 namespace {
 
@@ -28,10 +24,10 @@ uint64_t total_of(const Pieces& pieces) {
 
 [[noreturn]] void throw_result(const Result& r) { throw Error(Error::Kind::kServer, r.error); }
 
-int64_t integer_reply(Session& s, Reply& r, const char* command) {
-  if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(detail::text(r.get())));
-  if (r->type != REDIS_REPLY_INTEGER) s.protocol_fail(std::string("unexpected reply to ") + command);
-  return r->integer;
+std::shared_ptr<ClusterCore> make_core(std::string_view url, Options options) {
+  if (detail::is_cluster_url(url))
+    return std::make_shared<ClusterCore>(detail::parse_cluster_url(url), std::move(options));
+  return std::make_shared<ClusterCore>(detail::parse_url(url), std::move(options));
 }
 
 }  // namespace
@@ -40,8 +36,7 @@ std::byte* Buffer::data() const noexcept { return state_ ? state_->base : nullpt
 size_t Buffer::size() const noexcept { return state_ ? state_->size : 0; }
 bool Buffer::zero_copy() const noexcept { return state_ && state_->zero_copy; }
 
-Client::Client(std::string_view url, Options options)
-    : core_(std::make_shared<ClientCore>(detail::parse_url(url), std::move(options))) {
+Client::Client(std::string_view url, Options options) : core_(make_core(url, std::move(options))) {
   core_->start();
 }
 
@@ -49,7 +44,9 @@ Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
-std::string_view Client::transport() const { return detail::traits(core_->choice()).name; }
+std::string_view Client::transport() const { return core_->transport(); }
+
+bool Client::cluster() const { return core_->cluster(); }
 
 bool Client::put(std::string_view key, ConstBytes value, PutOptions options) {
   return put(key, std::span<const ConstBytes>(&value, 1), options);
@@ -77,11 +74,12 @@ std::optional<std::string> Client::get(std::string_view key) {
     return MutableBytes(reinterpret_cast<std::byte*>(out.data()), len);
   });
   if (!n) return std::nullopt;
+  out.resize(*n);
   return out;
 }
 
 std::optional<size_t> Client::get_with(std::string_view key, const Allocator& alloc) {
-  return core_->with_session([&](Session& s) { return s.transport().get_with(key, alloc); });
+  return detail::get_value_with(*core_, key, alloc);
 }
 
 std::optional<size_t> Client::get_into(std::string_view key, MutableBytes dst) {
@@ -100,10 +98,8 @@ std::vector<Result> Client::batch_put(std::span<const PutRequest> items, PutOpti
   std::vector<PutItem> work;
   work.reserve(items.size());
   for (const PutRequest& it : items) work.push_back({it.key, it.pieces, total_of(it.pieces)});
-  std::vector<Result> out(items.size());
-  if (items.empty()) return out;
-  core_->with_session([&](Session& s) { s.transport().put(work, options, out); });
-  return out;
+  if (items.empty()) return {};
+  return detail::put_values(*core_, work, options);
 }
 
 std::vector<Result> Client::batch_put(std::span<const std::string_view> keys,
@@ -120,10 +116,8 @@ std::vector<Result> Client::batch_get_into(std::span<const GetRequest> items) {
   std::vector<GetItem> work;
   work.reserve(items.size());
   for (const GetRequest& it : items) work.push_back({it.key, it.pieces, total_of(it.pieces)});
-  std::vector<Result> out(items.size());
-  if (items.empty()) return out;
-  core_->with_session([&](Session& s) { s.transport().get_into(work, out); });
-  return out;
+  if (items.empty()) return {};
+  return detail::get_values(*core_, work);
 }
 
 std::vector<Result> Client::batch_get_into(std::span<const std::string_view> keys,
@@ -139,70 +133,29 @@ std::vector<Result> Client::batch_get_into(std::span<const std::string_view> key
 bool Client::exists(std::string_view key) { return batch_exists({&key, 1}).front(); }
 
 std::vector<bool> Client::batch_exists(std::span<const std::string_view> keys) {
+  const std::vector<Result> rs = detail::routed_exists(*core_, keys);
   std::vector<bool> out(keys.size());
-  if (keys.empty()) return out;
-  core_->with_session([&](Session& s) {
-    for (std::string_view k : keys) {
-      Args a{"EXISTS", k};
-      s.append(a);
-    }
-    std::string error;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      Reply r = s.read();
-      if (r->type == REDIS_REPLY_ERROR && error.empty()) error = detail::text(r.get());
-      else if (r->type == REDIS_REPLY_INTEGER) out[i] = r->integer > 0;
-      else if (r->type != REDIS_REPLY_ERROR) s.protocol_fail("unexpected reply to EXISTS");
-    }
-    if (!error.empty()) throw Error(Error::Kind::kServer, error);
-  });
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (rs[i].status == Result::Status::kError) throw_result(rs[i]);
+    out[i] = rs[i].ok();
+  }
   return out;
 }
 
 size_t Client::prefix_match(std::span<const std::string_view> keys, std::optional<uint64_t> pin_ms) {
-  if (keys.empty()) return 0;
-  // nullopt: the server has no KV.PREFIX (a plain Redis): count with EXISTS instead.
-  auto prefix = [&](Session& s) -> std::optional<size_t> {
-    Args a{"KV.PREFIX"};
-    for (std::string_view k : keys) a.add(k);
-    if (pin_ms) a.add("PIN").add(*pin_ms);
-    Reply r = s.call(a);
-    if (r->type == REDIS_REPLY_ERROR && detail::text(r.get()).starts_with("ERR unknown command"))
-      return std::nullopt;
-    return static_cast<size_t>(integer_reply(s, r, "KV.PREFIX"));
-  };
-  // Leases belong to the connection that took them: pins go through the lease connection.
-  const std::optional<size_t> n = pin_ms ? core_->with_lease_session(prefix) : core_->with_session(prefix);
-  if (n) return *n;
-  std::vector<bool> present = batch_exists(keys);
-  size_t count = 0;
-  while (count < present.size() && present[count]) ++count;
-  return count;
+  return detail::routed_prefix(*core_, keys, pin_ms);
 }
 
-size_t Client::unpin(std::span<const std::string_view> keys) {
-  if (keys.empty()) return 0;
-  return core_->with_lease_session([&](Session& s) {
-    Args a{"KV.UNPIN"};
-    for (std::string_view k : keys) a.add(k);
-    Reply r = s.call(a);
-    return static_cast<size_t>(integer_reply(s, r, "KV.UNPIN"));
-  });
-}
+size_t Client::unpin(std::span<const std::string_view> keys) { return detail::routed_unpin(*core_, keys); }
 
 bool Client::remove(std::string_view key) { return batch_remove({&key, 1}) == 1; }
 
 size_t Client::batch_remove(std::span<const std::string_view> keys) {
-  if (keys.empty()) return 0;
-  return core_->with_session([&](Session& s) {
-    Args a{"DEL"};
-    for (std::string_view k : keys) a.add(k);
-    Reply r = s.call(a);
-    return static_cast<size_t>(integer_reply(s, r, "DEL"));
-  });
+  return detail::routed_remove(*core_, keys);
 }
 
-Buffer Client::alloc_buffer(size_t size) { return Buffer(core_->alloc(size)); }
+Buffer Client::alloc_buffer(size_t size) { return Buffer(core_->shared().alloc(size)); }
 
-Buffer Client::register_buffer(void* ptr, size_t size) { return Buffer(core_->wrap(ptr, size)); }
+Buffer Client::register_buffer(void* ptr, size_t size) { return Buffer(core_->shared().wrap(ptr, size)); }
 
 }  // namespace stratakv

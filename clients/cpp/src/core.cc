@@ -6,38 +6,27 @@
 
 namespace stratakv::detail {
 
-BufferState::~BufferState() {
-  if (auto c = core.lock()) c->retire(*this);
-  if (owned) {
-    unmap(base, size);
-    if (fd >= 0) ::close(fd);
-  }
-}
-
-ClientCore::ClientCore(Url url, Options options) : url_(std::move(url)), options_(std::move(options)) {
-  if (options_.max_connections == 0)
-    throw Error(Error::Kind::kUsage, "max_connections must be at least 1");
-  if (options_.initial_staging_bytes == 0 ||
-      options_.initial_staging_bytes > options_.max_staging_bytes)
-    throw Error(Error::Kind::kUsage, "initial_staging_bytes must be in 1..max_staging_bytes");
-}
+ClientCore::ClientCore(Url url, std::shared_ptr<ClientShared> shared)
+    : url_(std::move(url)), shared_(std::move(shared)) {}
 
 ClientCore::~ClientCore() {
   idle_.clear();  // lent sessions cannot exist: every call holds the Client alive
 }
 
 void ClientCore::start() {
+  shared_->add_core(shared_from_this());
+  const Options& opts = options();
   const bool on_unix = url_.scheme == Url::Scheme::kUnix;
-  if (options_.transport == TransportKind::kShm && !on_unix)
+  if (opts.transport == TransportKind::kShm && !on_unix)
     throw Error(Error::Kind::kUsage, "the shm transport needs a unix:// URL");
-  auto s = std::make_unique<Session>(url_, options_);
+  auto s = std::make_unique<Session>(url_, opts);
   choice_ = TransportChoice::kResp;
-  if (options_.transport == TransportKind::kVerbs ||
-      (options_.transport == TransportKind::kAuto && options_.rdma)) {
+  if (opts.transport == TransportKind::kVerbs ||
+      (opts.transport == TransportKind::kAuto && opts.rdma)) {
     if (try_verbs(*s)) choice_ = TransportChoice::kVerbs;
   }
   if (choice_ == TransportChoice::kResp && on_unix &&
-      (options_.transport == TransportKind::kAuto || options_.transport == TransportKind::kShm)) {
+      (opts.transport == TransportKind::kAuto || opts.transport == TransportKind::kShm)) {
     try {
       s->set_transport(make_transport(TransportChoice::kShm, *s, *this));
       choice_ = TransportChoice::kShm;
@@ -49,7 +38,7 @@ void ClientCore::start() {
       const bool no_fast_path =
           e.kind() == Error::Kind::kServer &&
           (what.starts_with("ERR unknown command") || what.starts_with("ERR KV.REGISTER SHM needs"));
-      if (options_.transport == TransportKind::kShm || !no_fast_path) throw;
+      if (opts.transport == TransportKind::kShm || !no_fast_path) throw;
     }
   }
   if (choice_ == TransportChoice::kResp) s->set_transport(make_transport(choice_, *s, *this));
@@ -59,15 +48,9 @@ void ClientCore::start() {
 }
 
 bool ClientCore::try_verbs(Session& s) {
-  const bool demanded = options_.transport == TransportKind::kVerbs;
-  rdma::DeviceOptions o;
-  o.name = options_.rdma_device;
-  o.port = options_.rdma_port;
-  o.gid_index = options_.rdma_gid_index;
+  const bool demanded = options().transport == TransportKind::kVerbs;
   std::string error;
-  device_ = rdma::VerbsDevice::open(options_.verbs_api ? *options_.verbs_api : rdma::real_verbs(),
-                                    o, error);
-  if (!device_) {
+  if (shared_->open_device(error) == nullptr) {
     if (demanded) throw Error(Error::Kind::kUsage, error);  // "RDMA: no device found", ...
     return false;
   }
@@ -75,7 +58,6 @@ bool ClientCore::try_verbs(Session& s) {
     s.set_transport(make_verbs_transport(s, *this));
     return true;
   } catch (const Error& e) {
-    device_.reset();
     // A server without a device ("ERR RDMA is not available on this server"), or without the
     // fast path at all, or a NIC that refused a resource ("RDMA: ..."): try the next one.
     const std::string_view what = e.what();
@@ -85,13 +67,6 @@ bool ClientCore::try_verbs(Session& s) {
     if (demanded || !no_rdma || s.broken()) throw;
     return false;
   }
-}
-
-bool ClientCore::register_with_device(BufferState& b) {
-  std::string error;
-  if (!device_->register_buffer(b.base, b.size, b.reg, error)) return false;
-  b.zero_copy = true;
-  return true;
 }
 
 ClientCore::Lease::Lease(ClientCore& c) : core(c), session(c.acquire()) {}
@@ -104,7 +79,7 @@ std::unique_ptr<Session> ClientCore::acquire() {
   {
     std::unique_lock lk(pool_mu_);
     pool_cv_.wait(lk, [&] {
-      return !idle_.empty() || open_.size() + opening_ < options_.max_connections;
+      return !idle_.empty() || open_.size() + opening_ < options().max_connections;
     });
     if (!idle_.empty()) {
       s = std::move(idle_.back());
@@ -116,7 +91,7 @@ std::unique_ptr<Session> ClientCore::acquire() {
   }
   if (!s) {
     try {
-      s = std::make_unique<Session>(url_, options_);
+      s = std::make_unique<Session>(url_, options());
       s->set_transport(make_transport(choice_, *s, *this));
     } catch (...) {
       std::lock_guard lk(pool_mu_);
@@ -156,80 +131,9 @@ void ClientCore::drop(std::unique_ptr<Session> s) {
   s.reset();  // closes the connection: the server unregisters its segments
 }
 
-std::shared_ptr<BufferState> ClientCore::find_zero_copy(const void* p, size_t n) const {
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  std::shared_ptr<BufferState> found;
-  {
-    std::shared_lock lk(buffers_mu_);
-    auto it = buffers_.upper_bound(addr);
-    if (it == buffers_.begin()) return nullptr;
-    --it;
-    found = it->second.lock();
-  }
-  // Checked outside the lock: dropping `found` may run ~BufferState, which takes the lock.
-  if (!found) return nullptr;
-  const auto base = reinterpret_cast<uintptr_t>(found->base);
-  if (addr < base || n > found->size || addr - base > found->size - n) return nullptr;
-  return found;
-}
-
-std::shared_ptr<BufferState> ClientCore::alloc(size_t size) {
-  if (size == 0) throw Error(Error::Kind::kUsage, "a buffer's size must be positive");
-  auto b = std::make_shared<BufferState>();
-  b->size = size;
-  b->owned = true;
-  if (choice_ == TransportChoice::kVerbs) {
-    b->base = map_anonymous(size);
-    if (!register_with_device(*b)) {
-      unmap(b->base, size);
-      b->owned = false;
-      throw Error(Error::Kind::kConnection, "RDMA: the NIC cannot register a buffer of " +
-                                                std::to_string(size) + " bytes");
-    }
-  } else if (traits(choice_).shared_memory) {
-    SharedMemory mem(size, "stratakv-buffer");
-    b->fd = mem.fd();
-    b->base = mem.data();
-    mem.release();
-    b->zero_copy = true;
-  } else {
-    b->base = map_anonymous(size);
-  }
-  std::unique_lock lk(buffers_mu_);
-  b->id = next_buffer_id_++;
-  if (b->zero_copy) buffers_[reinterpret_cast<uintptr_t>(b->base)] = b;
-  b->core = weak_from_this();
-  return b;
-}
-
-std::shared_ptr<BufferState> ClientCore::wrap(void* p, size_t size) {
-  if (p == nullptr || size == 0)
-    throw Error(Error::Kind::kUsage, "register_buffer needs a non-null pointer and a positive size");
-  auto b = std::make_shared<BufferState>();
-  b->base = static_cast<std::byte*>(p);
-  b->size = size;
-  // On verbs the NIC registers any memory: zero copy (or staged, if the NIC refuses it). On
-  // shm or RESP it is never looked up, never registered.
-  if (choice_ == TransportChoice::kVerbs) register_with_device(*b);
-  std::unique_lock lk(buffers_mu_);
-  b->id = next_buffer_id_++;
-  if (b->zero_copy) {
-    buffers_[reinterpret_cast<uintptr_t>(b->base)] = b;
-    b->core = weak_from_this();
-  }
-  return b;
-}
-
-void ClientCore::retire(const BufferState& b) {
-  if (b.reg.handle != nullptr) device_->unregister_buffer(b.reg);  // nothing uses it now
-  if (!b.zero_copy) return;
-  {
-    std::unique_lock lk(buffers_mu_);
-    auto it = buffers_.find(reinterpret_cast<uintptr_t>(b.base));
-    if (it != buffers_.end() && it->second.expired()) buffers_.erase(it);
-  }
+void ClientCore::retire(uint64_t id) {
   std::lock_guard lk(pool_mu_);
-  for (Session* s : open_) s->retired.push_back(b.id);
+  for (Session* s : open_) s->retired.push_back(id);
 }
 
 }  // namespace stratakv::detail

@@ -1,47 +1,39 @@
-// core.h - the shared state behind a Client: the connection pool and the registry of buffers.
+// core.h - one node's connection pool: the connections of a Client to one server, each with the
+// payload transport chosen when the first one connected (verbs, shm or RESP). A Client on one
+// server has one ClientCore; a Client on a cluster has one per node (cluster_core.h). What the
+// nodes share (the RDMA device, the buffers) lives in ClientShared (client_shared.h).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <vector>
 
 #include "rdma/verbs_transport.h"
 #include "session.h"
-#include "shared_memory.h"
+#include "client_shared.h"
 #include "transport.h"
 #include "url.h"
 
 namespace stratakv::detail {
 
-/// The memory behind a Buffer. For an owned buffer it unmaps (and closes its memfd) when the
-/// last handle goes, and tells the Client so every connection unregisters it.
-struct BufferState {
-  uint64_t id = 0;
-  std::byte* base = nullptr;
-  size_t size = 0;
-  int fd = -1;             ///< memfd (shared memory) or -1
-  bool owned = false;      ///< unmap on destruction
-  bool zero_copy = false;  ///< the server can reach it directly
-  rdma::BufferRegistration reg;  ///< verbs: its registration with the NIC (handle null: none)
-  std::weak_ptr<ClientCore> core;
-  ~BufferState();
-};
-
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
-  ClientCore(Url url, Options options);
+  /// A pool for the server at `url`, with the options and buffers of `shared`.
+  ClientCore(Url url, std::shared_ptr<ClientShared> shared);
   ~ClientCore();
 
-  /// Opens the first connection and settles the transport. Call once, right after making.
+  /// Opens the first connection and settles the transport (verbs when both sides have a
+  /// device, else shm on a unix:// URL when the server offers it, else RESP; or what
+  /// Options::transport demands). Call once, right after making. Throws Error.
   void start();
   TransportChoice choice() const { return choice_; }
-  const Options& options() const { return options_; }
-  /// This client's RDMA device, when the transport is verbs (else null).
-  rdma::VerbsDevice* verbs_device() const { return device_.get(); }
+  const Options& options() const { return shared_->options(); }
+  const Url& url() const { return url_; }
+  ClientShared& shared() const { return *shared_; }
+  /// The Client's RDMA device, when this node's transport is verbs (else null).
+  rdma::VerbsDevice* verbs_device() const { return shared_->device(); }
 
   /// Runs f(Session&) on a pooled connection; a connection that failed is closed, not reused.
   template <class F>
@@ -58,22 +50,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::lock_guard lk(lease_mu_);
     if (!lease_session_ || lease_session_->broken()) {
       lease_session_.reset();
-      auto s = std::make_unique<Session>(url_, options_);
+      auto s = std::make_unique<Session>(url_, options());
       s->set_transport(make_resp_transport(*s));
       lease_session_ = std::move(s);
     }
     return guarded(*lease_session_, f);
   }
 
-  /// A zero-copy buffer that contains [p, p+n), kept alive by the returned pointer; null when
-  /// none does.
-  std::shared_ptr<BufferState> find_zero_copy(const void* p, size_t n) const;
-  /// Makes an owned buffer of `size` bytes (memfd memory when the transport shares memory).
-  std::shared_ptr<BufferState> alloc(size_t size);
-  /// Wraps caller memory.
-  std::shared_ptr<BufferState> wrap(void* p, size_t size);
-  /// Called by ~BufferState: queues its unregistration on every open connection.
-  void retire(const BufferState& b);
+  /// A buffer that contains [p, p+n) and that this node's transport reaches directly, kept
+  /// alive by the returned pointer; null when none does.
+  std::shared_ptr<BufferState> find_zero_copy(const void* p, size_t n) const {
+    return shared_->find(p, n, choice_);
+  }
+  /// Queues the unregistration of buffer `id` on every open connection (ClientShared::retire).
+  void retire(uint64_t id);
 
  private:
   struct Lease {
@@ -101,8 +91,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   /// Tries the verbs transport on `s` (probing the device first). False, device closed, when
   /// either side has no RDMA; throws when kVerbs was demanded or on any other error.
   bool try_verbs(Session& s);
-  /// Registers b's memory with the NIC (verbs only); false when the NIC refuses it.
-  bool register_with_device(BufferState& b);
   std::unique_ptr<Session> acquire();
   /// Returns a session to the pool, or closes it when it is broken.
   void release(std::unique_ptr<Session> s);
@@ -110,9 +98,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void drop(std::unique_ptr<Session> s);
 
   const Url url_;
-  const Options options_;
+  const std::shared_ptr<ClientShared> shared_;  // the device outlives every session
   TransportChoice choice_ = TransportChoice::kResp;
-  std::unique_ptr<rdma::VerbsDevice> device_;  // verbs: outlives every session (declared first)
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
@@ -122,10 +109,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   std::mutex lease_mu_;
   std::unique_ptr<Session> lease_session_;  // opened on the first PIN
-
-  mutable std::shared_mutex buffers_mu_;
-  std::map<uintptr_t, std::weak_ptr<BufferState>> buffers_;  // zero-copy buffers by address
-  uint64_t next_buffer_id_ = 1;                               // under buffers_mu_
 };
 
 }  // namespace stratakv::detail

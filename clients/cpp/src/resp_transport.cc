@@ -4,6 +4,9 @@
 // object), so payload commands are written with writev straight from the caller's pieces and
 // their replies are read straight into the caller's pieces (Session::read_exact). Control
 // commands stay on hiredis; the two never interleave (Session::idle).
+//
+// An `asking` transport (a key a cluster node named in -ASK) sends ASKING before each command
+// and reads its +OK before the command's reply.
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -17,6 +20,7 @@ namespace stratakv::detail {
 namespace {
 
 constexpr size_t kGetPipeline = 128;  // GETs in flight at once (bounds the server's output)
+constexpr std::string_view kAsking = "*1\r\n$6\r\nASKING\r\n";
 
 void bulk(std::string& out, std::string_view s) {
   out += '$';
@@ -30,7 +34,7 @@ iovec io(const void* p, size_t n) { return {const_cast<void*>(p), n}; }
 
 class RespTransport final : public Transport {
  public:
-  explicit RespTransport(Session& s) : s_(s) {}
+  RespTransport(Session& s, bool asking) : s_(s), asking_(asking) {}
   std::string_view name() const override { return "resp"; }
 
   void put(std::span<const PutItem> items, const PutOptions& o, std::span<Result> out) override {
@@ -49,7 +53,8 @@ class RespTransport final : public Transport {
     std::vector<iovec> iov;
     for (size_t i = 0; i < items.size(); ++i) {
       std::string& h = heads[i];
-      h = "*" + std::to_string(argc) + "\r\n$3\r\nSET\r\n";
+      if (asking_) h = kAsking;
+      h += "*" + std::to_string(argc) + "\r\n$3\r\nSET\r\n";
       bulk(h, items[i].key);
       h += "$" + std::to_string(items[i].total) + "\r\n";
       iov.push_back(io(h.data(), h.size()));
@@ -60,8 +65,10 @@ class RespTransport final : public Transport {
     start();
     s_.write_all(iov);
     for (size_t i = 0; i < items.size(); ++i) {
+      const std::string asked = read_asking();
       const std::string line = s_.read_line();
-      if (line == "+OK") out[i] = {Result::Status::kOk, items[i].total, {}};
+      if (!asked.empty()) out[i] = {Result::Status::kError, 0, asked};
+      else if (line == "+OK") out[i] = {Result::Status::kOk, items[i].total, {}};
       else if (line == "$-1" || line == "_") out[i] = {Result::Status::kMiss, 0, {}};
       else if (line[0] == '-') out[i] = {Result::Status::kError, 0, line.substr(1)};
       else s_.protocol_fail("unexpected reply to SET: " + line.substr(0, 64));
@@ -79,7 +86,13 @@ class RespTransport final : public Transport {
   std::optional<size_t> get_with(std::string_view key, const Allocator& alloc) override {
     GetItem item{key};
     send_gets({&item, 1});
+    const std::string asked = read_asking();
     const std::string line = s_.read_line();
+    if (!asked.empty() && line[0] != '-') {  // drain the value, then report ASKING's error
+      const int64_t len = bulk_length(line);
+      if (len >= 0) s_.skip(static_cast<size_t>(len)), s_.read_crlf();
+      throw Error(Error::Kind::kServer, asked);
+    }
     if (line[0] == '-') throw Error(Error::Kind::kServer, line.substr(1));
     const int64_t len = bulk_length(line);
     if (len < 0) return std::nullopt;
@@ -96,9 +109,19 @@ class RespTransport final : public Transport {
     if (!s_.idle()) s_.protocol_fail("unread reply bytes before a command");
   }
 
+  // The reply to ASKING (asking_ only): "" when +OK, else its error text.
+  std::string read_asking() {
+    if (!asking_) return {};
+    const std::string line = s_.read_line();
+    if (line == "+OK") return {};
+    if (line[0] == '-') return line.substr(1);
+    s_.protocol_fail("unexpected reply to ASKING: " + line.substr(0, 64));
+  }
+
   void send_gets(std::span<const GetItem> items) {
     std::string cmds;
     for (const GetItem& it : items) {
+      if (asking_) cmds += kAsking;
       cmds += "*2\r\n$3\r\nGET\r\n";
       bulk(cmds, it.key);
     }
@@ -118,15 +141,16 @@ class RespTransport final : public Transport {
   }
 
   Result read_get(const GetItem& item) {
+    const std::string asked = read_asking();
     const std::string line = s_.read_line();
     if (line[0] == '-') return {Result::Status::kError, 0, line.substr(1)};
     const int64_t len = bulk_length(line);
     if (len < 0) return {Result::Status::kMiss, 0, {}};
     const uint64_t n = static_cast<uint64_t>(len);
-    if (n > item.window) {  // as the fast path: an error, nothing written
+    if (n > item.window || !asked.empty()) {  // as the fast path: an error, nothing written
       s_.skip(n);
       s_.read_crlf();
-      return {Result::Status::kError, 0, window_error(item.window, n)};
+      return {Result::Status::kError, 0, asked.empty() ? window_error(item.window, n) : asked};
     }
     uint64_t left = n;
     for (MutableBytes p : item.pieces) {
@@ -140,10 +164,13 @@ class RespTransport final : public Transport {
   }
 
   Session& s_;
+  const bool asking_;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> make_resp_transport(Session& s) { return std::make_unique<RespTransport>(s); }
+std::unique_ptr<Transport> make_resp_transport(Session& s, bool asking) {
+  return std::make_unique<RespTransport>(s, asking);
+}
 
 }  // namespace stratakv::detail

@@ -9,7 +9,6 @@
 // out of) this connection's staging buffer, registered on the connection, that grows on
 // demand up to Options::max_staging_bytes. Items that cannot be staged (larger than that) or
 // that are empty go over plain RESP on the same connection.
-#include <charconv>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -52,19 +51,6 @@ Resolved resolve(std::span<const Item> items, const ClientCore& core) {
   return r;
 }
 
-// "... smaller than the value (V bytes)" -> V.
-std::optional<uint64_t> value_size_in(std::string_view error) {
-  if (!error.starts_with("ERR window of ")) return std::nullopt;
-  const size_t open = error.rfind('(');
-  if (open == std::string_view::npos) return std::nullopt;
-  uint64_t v = 0;
-  const char* last = error.data() + error.size();
-  auto [end, ec] = std::from_chars(error.data() + open + 1, last, v);
-  if (ec != std::errc{} || std::string_view(end, static_cast<size_t>(last - end)) != " bytes)")
-    return std::nullopt;
-  return v;
-}
-
 class SegmentTransport final : public Transport {
  public:
   SegmentTransport(Session& s, ClientCore& core, std::unique_ptr<SegmentBackend> backend)
@@ -102,7 +88,7 @@ class SegmentTransport final : public Transport {
         return n;
       }
       if (r->type != REDIS_REPLY_ERROR) s_.protocol_fail("unexpected reply to KV.GET");
-      auto size = value_size_in(text(r.get()));
+      auto size = window_error_value(text(r.get()));
       if (!size) throw Error(Error::Kind::kServer, std::string(text(r.get())));
       if (*size > max_) break;
       grow(*size);

@@ -74,12 +74,16 @@ TransportTraits traits(TransportChoice choice);
 /// socket, "ERR RDMA is not available on this server").
 std::unique_ptr<Transport> make_transport(TransportChoice choice, Session& s, ClientCore& core);
 
-std::unique_ptr<Transport> make_resp_transport(Session& s);
+/// `asking`: every command goes after an ASKING (for a key a cluster node named in -ASK).
+std::unique_ptr<Transport> make_resp_transport(Session& s, bool asking = false);
 std::unique_ptr<Transport> make_shm_transport(Session& s, ClientCore& core);
 /// Needs core.verbs_device(). Client-side RDMA failures throw Error(kUsage, "RDMA: ...").
 std::unique_ptr<Transport> make_verbs_transport(Session& s, ClientCore& core);
 
 /// The fast path's and the RESP fallback's text for a window too small for the value.
 std::string window_error(uint64_t window, uint64_t value);
+/// The value's size in such a text ("... smaller than the value (V bytes)" -> V); nullopt for
+/// another text.
+std::optional<uint64_t> window_error_value(std::string_view error);
 
 }  // namespace stratakv::detail

@@ -123,4 +123,35 @@ Url parse_url(std::string_view text) {
   return url;
 }
 
+bool is_cluster_url(std::string_view text) { return text.starts_with("redis+cluster://"); }
+
+std::vector<Url> parse_cluster_url(std::string_view text) {
+  if (!is_cluster_url(text)) bad(text, "the scheme must be redis+cluster://");
+  std::string_view rest = text.substr(16);
+  std::string_view query;
+  if (const size_t q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q);
+    rest = rest.substr(0, q);
+  }
+  std::string_view userinfo;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    userinfo = rest.substr(0, at + 1);
+    rest = rest.substr(at + 1);
+  }
+  std::vector<Url> seeds;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view host = rest.substr(0, comma);
+    if (host.empty()) bad(text, "an empty seed address");
+    try {
+      seeds.push_back(parse_url("redis://" + std::string(userinfo) + std::string(host) + std::string(query)));
+    } catch (const Error& e) {
+      bad(text, "seed '" + std::string(host) + "': " + e.what());
+    }
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return seeds;
+}
+
 }  // namespace stratakv::detail

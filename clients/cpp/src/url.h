@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stratakv::detail {
 
@@ -20,5 +21,11 @@ struct Url {
 /// brackets, and `unix://[[user]:password@]/path[?password=..&user=..]`. Percent-escapes in the
 /// user, password and path are decoded. Throws Error(kUsage) naming what is wrong.
 Url parse_url(std::string_view text);
+
+/// Whether `text` is a cluster URL (starts with "redis+cluster://").
+bool is_cluster_url(std::string_view text);
+/// Parses `redis+cluster://[[user]:password@]host:port[,host:port...][?password=..&user=..]`:
+/// the seed nodes, each a kTcp Url with the user and password. Throws Error(kUsage).
+std::vector<Url> parse_cluster_url(std::string_view text);
 
 }  // namespace stratakv::detail

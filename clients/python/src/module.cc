@@ -63,8 +63,8 @@ struct Pieces {
   }
 };
 
-stratakv::PutOptions put_options(std::optional<uint64_t> ttl_ms, bool nx) {
-  return {.ttl_ms = ttl_ms.value_or(0), .nx = nx};
+stratakv::PutOptions put_options(std::optional<uint64_t> ttl_ms, bool nx, uint32_t stripes) {
+  return {.ttl_ms = ttl_ms.value_or(0), .nx = nx, .stripes = stripes};
 }
 
 std::vector<std::string> keys_of(const py::sequence& keys) {
@@ -109,8 +109,12 @@ class PyBuffer {
 std::unique_ptr<Client> make_client(const std::string& url, size_t max_connections,
                                     const std::string& transport, int connect_timeout_ms,
                                     int io_timeout_ms, size_t max_staging_bytes,
-                                    std::optional<std::string> password) {
+                                    std::optional<std::string> password, int cluster_max_attempts,
+                                    bool cluster_unix_sockets, uint64_t stripe_ttl_ms) {
   stratakv::Options o;
+  o.cluster_max_attempts = cluster_max_attempts;
+  o.cluster_unix_sockets = cluster_unix_sockets;
+  o.stripe_ttl_ms = stripe_ttl_ms;
   o.max_connections = max_connections;
   o.connect_timeout_ms = connect_timeout_ms;
   o.io_timeout_ms = io_timeout_ms;
@@ -126,11 +130,12 @@ std::unique_ptr<Client> make_client(const std::string& url, size_t max_connectio
   return std::make_unique<Client>(url, std::move(o));
 }
 
-bool put(Client& c, py::handle key, py::handle value, std::optional<uint64_t> ttl_ms, bool nx) {
+bool put(Client& c, py::handle key, py::handle value, std::optional<uint64_t> ttl_ms, bool nx,
+         uint32_t stripes) {
   const std::string k = key_of(key);
   Pieces p(value, false);
   py::gil_scoped_release unlock;
-  return c.put(k, std::span<const ConstBytes>(p.in), put_options(ttl_ms, nx));
+  return c.put(k, std::span<const ConstBytes>(p.in), put_options(ttl_ms, nx, stripes));
 }
 
 // A value of unknown length into a new object made by make(n) (bytes or a numpy array).
@@ -180,7 +185,7 @@ py::object get_into(Client& c, py::handle key, py::handle target) {
 }
 
 py::list batch_put(Client& c, const py::sequence& keys, const py::sequence& values,
-                   std::optional<uint64_t> ttl_ms, bool nx) {
+                   std::optional<uint64_t> ttl_ms, bool nx, uint32_t stripes) {
   if (keys.size() != values.size()) throw py::value_error("batch_put needs as many values as keys");
   std::vector<std::string> ks = keys_of(keys);
   std::vector<Pieces> ps;
@@ -191,7 +196,7 @@ py::list batch_put(Client& c, const py::sequence& keys, const py::sequence& valu
   std::vector<Result> rs;
   {
     py::gil_scoped_release unlock;
-    rs = c.batch_put(reqs, put_options(ttl_ms, nx));
+    rs = c.batch_put(reqs, put_options(ttl_ms, nx, stripes));
   }
   return results(rs, ks, false);
 }
@@ -257,14 +262,17 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init(&make_client), py::arg("url"), py::kw_only(), py::arg("max_connections") = 8,
            py::arg("transport") = "auto", py::arg("connect_timeout_ms") = 5000,
            py::arg("io_timeout_ms") = 60000, py::arg("max_staging_bytes") = size_t{256} << 20,
-           py::arg("password") = py::none())
+           py::arg("password") = py::none(), py::arg("cluster_max_attempts") = 5,
+           py::arg("cluster_unix_sockets") = true, py::arg("stripe_ttl_ms") = uint64_t{3600} * 1000)
       .def_property_readonly("transport", [](const Client& c) { return std::string(c.transport()); })
-      .def("put", &put, py::arg("key"), py::arg("value"), py::arg("ttl_ms") = py::none(), py::arg("nx") = false)
+      .def_property_readonly("cluster", &Client::cluster)
+      .def("put", &put, py::arg("key"), py::arg("value"), py::arg("ttl_ms") = py::none(), py::arg("nx") = false,
+           py::arg("stripes") = 0)
       .def("get", &get, py::arg("key"))
       .def("_get_uint8", &get_uint8, py::arg("key"))
       .def("get_into", &get_into, py::arg("key"), py::arg("target"))
       .def("batch_put", &batch_put, py::arg("keys"), py::arg("values"), py::arg("ttl_ms") = py::none(),
-           py::arg("nx") = false)
+           py::arg("nx") = false, py::arg("stripes") = 0)
       .def("batch_get_into", &batch_get_into, py::arg("keys"), py::arg("targets"))
       .def("exists", [](Client& c, py::handle k) {
         const std::string key = key_of(k);

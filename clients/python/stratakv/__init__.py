@@ -2,6 +2,7 @@
 
     import stratakv, torch
     kv = stratakv.Client("unix:///run/stratakv.sock")   # shm fast path; "redis://host:port" = RESP
+    kv = stratakv.Client("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")   # a cluster
     kv.put("k", b"bytes")                                # bytes, buffers, numpy arrays, torch CPU tensors
     kv.put_tensor("t", torch.randn(4, 8, dtype=torch.bfloat16))
     t = kv.get_tensor("t")                                # dtype and shape kept
@@ -19,22 +20,30 @@ __all__ = ["Client", "Buffer", "Error", "tensors"]
 
 
 class Client(_NativeClient):
-    """A connection pool to one stratakv server.
+    """A connection pool to one stratakv server, or one per node of a cluster.
 
     Client(url, *, max_connections=8, transport="auto", connect_timeout_ms=5000,
-           io_timeout_ms=60000, max_staging_bytes=256 MiB, password=None)
+           io_timeout_ms=60000, max_staging_bytes=256 MiB, password=None,
+           cluster_max_attempts=5, cluster_unix_sockets=True, stripe_ttl_ms=3600000)
+
+    url: "redis://host:port", "unix:///path.sock", or "redis+cluster://host:port[,host:port...]"
+    (seeds of a cluster: keys are routed by slot, batches split by node and run in parallel,
+    -MOVED/-ASK followed; `cluster` is then True).
 
     transport: "auto" (verbs when this host and the server have an RDMA device, else shm on a
-    unix:// URL, else RESP), or one of "verbs", "shm", "resp" (stratakv.Error when it is not
-    available).
+    unix:// URL or a cluster node on this host, else RESP), or one of "verbs", "shm", "resp"
+    (stratakv.Error when it is not available).
 
     Raw-bytes calls (values are stored as their bytes, no header):
-      put(key, value, ttl_ms=None, nx=False) -> bool     value: bytes/buffer/array/tensor, or a
-                                                         list of them (gathered)
+      put(key, value, ttl_ms=None, nx=False, stripes=0) -> bool
+                                                         value: bytes/buffer/array/tensor, or a
+                                                         list of them (gathered); stripes=N cuts
+                                                         a large value in N parts on different
+                                                         shards (docs/sdk.md "Striping")
       get(key) -> bytes | None
       get_into(key, target) -> int | None                 target: writable buffer/array/tensor,
                                                          or a list of them (scattered)
-      batch_put(keys, values, ttl_ms=None, nx=False) -> [bool]
+      batch_put(keys, values, ttl_ms=None, nx=False, stripes=0) -> [bool]
       batch_get_into(keys, targets) -> [int | None]
       exists, batch_exists, prefix_match(keys, pin_ms=None), unpin, remove, batch_remove
       alloc_buffer(size) -> Buffer (registered memory: zero copy on shm)
@@ -45,21 +54,22 @@ class Client(_NativeClient):
     """
 
     # ---- tensors -------------------------------------------------------------------------
-    def put_tensor(self, key, t, ttl_ms=None, nx=False):
+    def put_tensor(self, key, t, ttl_ms=None, nx=False, stripes=0):
         """Stores a torch CPU tensor or numpy array with its dtype and shape. Returns False only
-        when `nx` is set and the key exists."""
+        when `nx` is set and the key exists. stripes: as put."""
         t = tensors.contiguous(t)
         head = tensors.encode_header(tensors.dtype_name(t), t.shape)
-        return self.put(key, [head, t] if tensors.nbytes(t) else [head], ttl_ms=ttl_ms, nx=nx)
+        return self.put(key, [head, t] if tensors.nbytes(t) else [head], ttl_ms=ttl_ms, nx=nx,
+                        stripes=stripes)
 
-    def batch_put_tensors(self, keys, ts, ttl_ms=None, nx=False):
+    def batch_put_tensors(self, keys, ts, ttl_ms=None, nx=False, stripes=0):
         """put_tensor of many keys in one round trip. Returns [bool]."""
         values = []
         for t in ts:
             t = tensors.contiguous(t)
             head = tensors.encode_header(tensors.dtype_name(t), t.shape)
             values.append([head, t] if tensors.nbytes(t) else [head])
-        return self.batch_put(keys, values, ttl_ms=ttl_ms, nx=nx)
+        return self.batch_put(keys, values, ttl_ms=ttl_ms, nx=nx, stripes=stripes)
 
     def get_tensor(self, key):
         """The torch tensor stored by put_tensor (same dtype and shape), or None when missing.

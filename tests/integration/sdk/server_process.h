@@ -32,8 +32,8 @@ namespace sdktest {
 
 class ServerProcess {
  public:
-  /// `binary` overrides STRATAKV_SERVER (e.g. "redis-server").
-  explicit ServerProcess(std::vector<std::string> extra = {}, std::string binary = "") {
+  /// `binary` overrides STRATAKV_SERVER (e.g. "redis-server"); `port` 0 picks a free one.
+  explicit ServerProcess(std::vector<std::string> extra = {}, std::string binary = "", int port = 0) {
     const char* env = std::getenv("STRATAKV_SERVER");
     std::string bin = !binary.empty() ? binary : env && *env ? env : "build/release/bin/stratakv-server";
     char tmpl[] = "/tmp/stratakv-sdk-XXXXXX";
@@ -41,7 +41,7 @@ class ServerProcess {
     dir_ = tmpl;
     socket_ = dir_ + "/server.sock";
     log_ = dir_ + "/server.log";
-    port_ = free_port();
+    port_ = port != 0 ? port : free_port();
     std::vector<std::string> argv = {bin, "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                      "--unixsocket", socket_};
     if (bin.find("redis-server") != std::string::npos)
@@ -95,7 +95,7 @@ class ServerProcess {
   /// False when a previous instance of this class saw an unclean exit (checked by tests).
   static bool clean_exits() { return clean_exit_; }
 
- private:
+  /// A TCP port of 127.0.0.1 free now.
   static int free_port() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -109,6 +109,7 @@ class ServerProcess {
     return ntohs(a.sin_port);
   }
 
+ private:
   void wait_ready() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline) {

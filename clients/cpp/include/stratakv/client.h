@@ -11,6 +11,11 @@
 // KV.CONNECT VERBS; else, on a `unix://` URL, the shm fast path (a memfd the server maps) when
 // the server offers it; else plain RESP (SET/GET). All give the same results; `transport()`
 // says which one is in use.
+//
+// Cluster: on a `redis+cluster://host:port[,host:port...]` URL the Client learns the slot map
+// from a seed, keeps one connection pool per node (each with its own transport: shm for a node
+// on this host, found by its Unix socket; verbs; else RESP), routes every key by its slot,
+// splits batches by node and runs the parts in parallel, and follows -MOVED and -ASK.
 // See docs/sdk.md.
 //
 // Thread-safety: a Client may be used from any number of threads at once. Each call borrows
@@ -85,11 +90,25 @@ struct Options {
   /// Password for AUTH (overrides one in the URL); `user` for AUTH user password.
   std::string user;
   std::string password;
+  /// Cluster: how many rounds one call makes at most (the first try and the retries after
+  /// -MOVED, -ASK or a lost connection); a key still redirected after them keeps the -MOVED
+  /// as its error, a node still unreachable throws Error(kConnection).
+  int cluster_max_attempts = 5;
+  /// Cluster: reach a node on this host over its Unix socket (so shm applies), found by
+  /// `CONFIG GET unixsocket` and checked by `CLUSTER MYID` over that socket.
+  bool cluster_unix_sockets = true;
+  /// Striping: the TTL of a striped value put without one, milliseconds (a striped value
+  /// always expires, so parts of a put that died, or of an evicted manifest, go too).
+  uint64_t stripe_ttl_ms = 3600 * 1000;
 };
 
 struct PutOptions {
   uint64_t ttl_ms = 0;  ///< expire after this many milliseconds (0 = never)
   bool nx = false;      ///< store only when the key does not exist
+  /// Cut each value in this many parts stored on different shards (parallel puts and gets of
+  /// one large value; docs/sdk.md "Striping"); 0 or 1: whole. Values under 8 KiB, and parts
+  /// under 4 KiB, are not cut. A striped value expires at ttl_ms, or Options::stripe_ttl_ms.
+  uint32_t stripes = 0;
 };
 
 /// One key of a batch put: the value is the concatenation of `pieces` (scatter-gather).
@@ -119,27 +138,32 @@ struct Result {
 };
 
 /// Called by `get_with` once the value's length is known; returns where to write it
-/// (exactly `length` bytes). It may throw; the call then throws the same exception.
+/// (exactly `length` bytes). It may throw; the call then throws the same exception. On a
+/// cluster a call retried after a lost connection may call it again.
 using Allocator = std::function<MutableBytes(size_t length)>;
 
 namespace detail {
-class ClientCore;
+class ClusterCore;
 }
 
 class Client {
  public:
   /// Connects (one connection now, more on demand). `url`: `redis://[[user]:password@]host[:port]`
-  /// (default port 6379) or `unix://[[user]:password@]/path/to.sock` (also `?password=`).
-  /// Throws Error: kUsage for a bad URL, kConnection when the server cannot be reached,
-  /// kServer when AUTH fails or `TransportKind::kShm` is asked and the server refuses it.
+  /// (default port 6379), `unix://[[user]:password@]/path/to.sock` (also `?password=`), or
+  /// `redis+cluster://[[user]:password@]host:port[,host:port...]` (seeds of a cluster: the map
+  /// is read from the first that answers, then every primary is connected).
+  /// Throws Error: kUsage for a bad URL, kConnection when the server (every seed) cannot be
+  /// reached, kServer when AUTH fails or `TransportKind::kShm` is asked and the server refuses it.
   explicit Client(std::string_view url, Options options = {});
   ~Client();
   /// Moving hands the connections over; a moved-from Client may only be destroyed or assigned.
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
 
-  /// "verbs", "shm" or "resp".
+  /// "verbs", "shm" or "resp"; on a cluster the nodes' common transport, or "mixed".
   std::string_view transport() const;
+  /// Whether this Client is on a cluster (a redis+cluster:// URL).
+  bool cluster() const;
 
   /// Stores `value` under `key`. Returns false only when `nx` is set and the key exists.
   bool put(std::string_view key, ConstBytes value, PutOptions options = {});
@@ -151,7 +175,7 @@ class Client {
   /// The value, or nullopt when the key does not exist.
   std::optional<std::string> get(std::string_view key);
   /// Reads a value of unknown length into memory from `alloc`. Returns its length, or nullopt
-  /// (alloc not called) when the key does not exist.
+  /// when the key does not exist (alloc not called, unless a striped value lost a part).
   std::optional<size_t> get_with(std::string_view key, const Allocator& alloc);
   /// Reads the value into `dst` (from its start). Returns its length, or nullopt when the key
   /// does not exist. Throws Error ("ERR window of N bytes is smaller than the value (M bytes)")
@@ -161,11 +185,12 @@ class Client {
   std::optional<size_t> get_into(std::string_view key, std::span<const MutableBytes> pieces);
 
   /// Stores many keys in one round trip per connection (KV.MPUT on shm, a pipeline of SET on
-  /// RESP). Result i belongs to item i.
+  /// RESP); on a cluster, one per node, the nodes in parallel. Result i belongs to item i.
   std::vector<Result> batch_put(std::span<const PutRequest> items, PutOptions options = {});
   std::vector<Result> batch_put(std::span<const std::string_view> keys,
                                 std::span<const ConstBytes> values, PutOptions options = {});
-  /// Reads many keys in one round trip (KV.MGET on shm, a pipeline of GET on RESP).
+  /// Reads many keys in one round trip (KV.MGET on shm, a pipeline of GET on RESP); on a
+  /// cluster, one per node, the nodes in parallel.
   std::vector<Result> batch_get_into(std::span<const GetRequest> items);
   std::vector<Result> batch_get_into(std::span<const std::string_view> keys,
                                      std::span<const MutableBytes> dsts);
@@ -178,7 +203,8 @@ class Client {
   /// which also caps it). Against a server without KV.PREFIX: EXISTS until the first miss,
   /// and no lease. The server keeps leases per connection, so every pinning prefix_match and
   /// every unpin of a Client go through one connection of their own (calls with a pin are
-  /// serialized; without one they use the pool).
+  /// serialized; without one they use the pool). On a cluster each node gets its own keys of
+  /// the chain, all nodes at once, and every node involved takes leases (docs/sdk.md).
   size_t prefix_match(std::span<const std::string_view> keys,
                       std::optional<uint64_t> pin_ms = std::nullopt);
   /// Ends this Client's leases of the keys (taken by prefix_match with a pin); returns how
@@ -204,7 +230,7 @@ class Client {
   Buffer register_buffer(void* ptr, size_t size);
 
  private:
-  std::shared_ptr<detail::ClientCore> core_;
+  std::shared_ptr<detail::ClusterCore> core_;
 };
 
 }  // namespace stratakv

@@ -1,0 +1,164 @@
+// node_ops.cc - the commands of one node (node_ops.h). Payloads go through the connection's
+// transport (transport.h); keys-only commands through hiredis.
+#include "node_ops.h"
+
+#include <map>
+#include <vector>
+
+#include "cluster/slot.h"
+#include "session.h"
+
+namespace stratakv::detail {
+namespace {
+
+int64_t integer_reply(Session& s, const Reply& r, const char* command) {
+  if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(text(r.get())));
+  if (r->type != REDIS_REPLY_INTEGER) s.protocol_fail(std::string("unexpected reply to ") + command);
+  return r->integer;
+}
+
+// With `asking`, ASKING goes before the command; its +OK is read by read_pair.
+void append(Session& s, Args& a, bool asking) {
+  if (asking) {
+    Args ask{"ASKING"};
+    s.append(ask);
+  }
+  s.append(a);
+}
+
+// The reply of a command appended with append(): an ASKING error replaces it.
+Reply read_pair(Session& s, bool asking, std::string& asking_error) {
+  asking_error.clear();
+  if (asking) {
+    Reply ok = s.read();
+    if (ok->type == REDIS_REPLY_ERROR) asking_error = text(ok.get());
+  }
+  return s.read();
+}
+
+// One integer reply per key: kOk when > 0, kMiss when 0, kError for an error reply.
+void per_key_integers(Session& s, std::string_view command, std::span<const KeyItem> keys,
+                      std::span<Result> out, bool asking) {
+  for (const KeyItem& k : keys) {
+    Args a{command, k.key};
+    append(s, a, asking);
+  }
+  std::string asked;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Reply r = read_pair(s, asking, asked);
+    if (!asked.empty()) out[i] = {Result::Status::kError, 0, asked};
+    else if (r->type == REDIS_REPLY_ERROR) out[i] = {Result::Status::kError, 0, std::string(text(r.get()))};
+    else if (r->type == REDIS_REPLY_INTEGER) out[i] = {r->integer > 0 ? Result::Status::kOk : Result::Status::kMiss, 0, {}};
+    else s.protocol_fail("unexpected reply to " + std::string(command));
+  }
+}
+
+}  // namespace
+
+void node_put(ClientCore& node, std::span<const PutItem> items, const PutOptions& options,
+              std::span<Result> out, bool asking) {
+  node.with_session([&](Session& s) {
+    if (asking) return make_resp_transport(s, true)->put(items, options, out);
+    s.transport().put(items, options, out);
+  });
+}
+
+void node_get_into(ClientCore& node, std::span<const GetItem> items, std::span<Result> out, bool asking) {
+  node.with_session([&](Session& s) {
+    if (asking) return make_resp_transport(s, true)->get_into(items, out);
+    s.transport().get_into(items, out);
+  });
+}
+
+std::optional<size_t> node_get_with(ClientCore& node, std::string_view key, const Allocator& alloc,
+                                    bool asking) {
+  return node.with_session([&](Session& s) {
+    if (asking) return make_resp_transport(s, true)->get_with(key, alloc);
+    return s.transport().get_with(key, alloc);
+  });
+}
+
+void node_exists(ClientCore& node, std::span<const KeyItem> keys, std::span<Result> out, bool asking) {
+  node.with_session([&](Session& s) { per_key_integers(s, "EXISTS", keys, out, asking); });
+}
+
+size_t node_remove(ClientCore& node, std::span<const KeyItem> keys, std::span<Result> out,
+                   bool per_key, bool asking) {
+  return node.with_session([&](Session& s) -> size_t {
+    if (!per_key) {
+      Args a{"DEL"};
+      for (const KeyItem& k : keys) a.add(k.key);
+      Reply r = s.call(a);
+      return static_cast<size_t>(integer_reply(s, r, "DEL"));
+    }
+    per_key_integers(s, "DEL", keys, out, asking);
+    size_t n = 0;
+    for (const Result& r : out) n += r.status == Result::Status::kOk;
+    return n;
+  });
+}
+
+PrefixReply node_prefix(ClientCore& node, std::span<const std::string_view> keys,
+                        std::optional<uint64_t> pin_ms) {
+  auto prefix = [&](Session& s) {
+    Args a{"KV.PREFIX"};
+    for (std::string_view k : keys) a.add(k);
+    if (pin_ms) a.add("PIN").add(*pin_ms);
+    Reply r = s.call(a);
+    PrefixReply out;
+    if (r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("ERR unknown command")) {
+      out.supported = false;
+      return out;
+    }
+    if (r->type == REDIS_REPLY_ARRAY) {  // [count, index, -MOVED ...]: the run left this node
+      const auto* e = r->element;
+      if (r->elements != 3 || e[0]->type != REDIS_REPLY_INTEGER || e[1]->type != REDIS_REPLY_INTEGER ||
+          e[2]->type != REDIS_REPLY_ERROR || e[0]->integer < 0 || e[1]->integer < 0 ||
+          static_cast<size_t>(e[1]->integer) >= keys.size())
+        s.protocol_fail("unexpected reply to KV.PREFIX");
+      out.count = static_cast<size_t>(e[0]->integer);
+      out.left_at = static_cast<size_t>(e[1]->integer);
+      out.redirect = text(e[2]);
+      return out;
+    }
+    out.count = static_cast<size_t>(integer_reply(s, r, "KV.PREFIX"));
+    return out;
+  };
+  // Leases belong to the connection that took them: pins go through the lease connection.
+  return pin_ms ? node.with_lease_session(prefix) : node.with_session(prefix);
+}
+
+size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys, bool per_slot) {
+  std::vector<std::vector<std::string_view>> groups;
+  if (per_slot) {
+    std::map<uint16_t, size_t> at;  // slot -> its group
+    for (std::string_view k : keys) {
+      auto [it, fresh] = at.try_emplace(cluster::key_slot(k), groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(k);
+    }
+  } else {
+    groups.emplace_back(keys.begin(), keys.end());
+  }
+  return node.with_lease_session([&](Session& s) {
+    for (const auto& g : groups) {
+      Args a{"KV.UNPIN"};
+      for (std::string_view k : g) a.add(k);
+      s.append(a);
+    }
+    size_t n = 0;
+    std::string error;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      Reply r = s.read();
+      if (r->type == REDIS_REPLY_ERROR) {
+        if (error.empty()) error = text(r.get());
+        continue;
+      }
+      n += static_cast<size_t>(integer_reply(s, r, "KV.UNPIN"));
+    }
+    if (!error.empty()) throw Error(Error::Kind::kServer, error);
+    return n;
+  });
+}
+
+}  // namespace stratakv::detail
