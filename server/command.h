@@ -40,7 +40,7 @@ enum CommandFlag : uint32_t {
   /// key on SSD only is not loaded before it (docs/ssd-tier.md).
   kNoValue = 1 << 10,
   /// stratakv's own: a batch whose reply carries a result per key (KV.MPUT, KV.MGET,
-  /// KV.PREFIX). Keys of any slots go together (no -CROSSSLOT, no -MOVED for the request); the
+  /// KV.PREFIX, KV.UNPIN). Keys of any slots go together (no -CROSSSLOT, no -MOVED for the request); the
   /// handler answers a -MOVED (or -CLUSTERDOWN) entry for each key another node serves
   /// (docs/cluster.md).
   kPerKeySlots = 1 << 11,

@@ -404,9 +404,12 @@ void cmd_prefix(CommandContext& ctx) {
   ctx.out.error(left_to);
 }
 
+// KV.UNPIN key...: releases this connection's leases; in a cluster, keys another node serves
+// are skipped (their leases were taken there), so one call may carry keys of any slots.
 void cmd_unpin(CommandContext& ctx) {
   int64_t n = 0;
   for (size_t i = 1; i < ctx.args.size(); ++i) {
+    if (!key_elsewhere(ctx, ctx.args[i]).empty()) continue;
     n += ctx.conn.unpin(ctx.args[i], ctx.now_ms);
   }
   ctx.out.integer(n);
@@ -458,7 +461,7 @@ void register_kv_family(CommandTable& t) {
   t.set_find_keys("kv.mget", mget_keys);
   b.add("kv.prefix", -2, kReadonly | kNoValue | kPerKeySlots, {1, -1, 1}, cmd_prefix, {"Count the leading keys of a chain that exist, optionally leasing them", "0.1.0", "O(N)"});
   t.set_find_keys("kv.prefix", prefix_keys);
-  b.add("kv.unpin", -2, kWrite | kFast | kNoValue, {1, -1, 1}, cmd_unpin, {"Release leases", "0.1.0", "O(N)"});
+  b.add("kv.unpin", -2, kWrite | kFast | kNoValue | kPerKeySlots, {1, -1, 1}, cmd_unpin, {"Release leases", "0.1.0", "O(N)"});
 }
 
 }  // namespace server

@@ -151,6 +151,9 @@ def test_fast_path_batches_route_each_key(cluster):
     assert reply[2].startswith("MOVED %d " % key_slot(cluster, keys[first_foreign]))
     own = [k for k, o in zip(keys, owner) if o == 0]
     assert c.call("KV.PREFIX", *own) == len(own)  # all its own: a plain count
+    # Leases: taken on node 0's keys only; KV.UNPIN of the whole chain releases those.
+    assert c.call("KV.PREFIX", *own, "PIN", 10000) == len(own)
+    assert c.call("KV.UNPIN", *keys) == len(own)
     c.close()
     seg.close()
 

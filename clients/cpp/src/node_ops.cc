@@ -2,10 +2,8 @@
 // transport (transport.h); keys-only commands through hiredis.
 #include "node_ops.h"
 
-#include <map>
 #include <vector>
 
-#include "cluster/slot.h"
 #include "session.h"
 
 namespace stratakv::detail {
@@ -128,36 +126,15 @@ PrefixReply node_prefix(ClientCore& node, std::span<const std::string_view> keys
   return pin_ms ? node.with_lease_session(prefix) : node.with_session(prefix);
 }
 
-size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys, bool per_slot) {
-  std::vector<std::vector<std::string_view>> groups;
-  if (per_slot) {
-    std::map<uint16_t, size_t> at;  // slot -> its group
-    for (std::string_view k : keys) {
-      auto [it, fresh] = at.try_emplace(cluster::key_slot(k), groups.size());
-      if (fresh) groups.emplace_back();
-      groups[it->second].push_back(k);
-    }
-  } else {
-    groups.emplace_back(keys.begin(), keys.end());
-  }
+size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys) {
+  // One KV.UNPIN: a cluster node skips the keys another node serves (docs/cluster.md).
   return node.with_lease_session([&](Session& s) {
-    for (const auto& g : groups) {
-      Args a{"KV.UNPIN"};
-      for (std::string_view k : g) a.add(k);
-      s.append(a);
-    }
-    size_t n = 0;
-    std::string error;
-    for (size_t i = 0; i < groups.size(); ++i) {
-      Reply r = s.read();
-      if (r->type == REDIS_REPLY_ERROR) {
-        if (error.empty()) error = text(r.get());
-        continue;
-      }
-      n += static_cast<size_t>(integer_reply(s, r, "KV.UNPIN"));
-    }
-    if (!error.empty()) throw Error(Error::Kind::kServer, error);
-    return n;
+    Args a{"KV.UNPIN"};
+    for (std::string_view k : keys) a.add(k);
+    s.append(a);
+    Reply r = s.read();
+    if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(text(r.get())));
+    return static_cast<size_t>(integer_reply(s, r, "KV.UNPIN"));
   });
 }
 

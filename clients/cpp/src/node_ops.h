@@ -56,9 +56,8 @@ struct PrefixReply {
 /// to the connection that took them). Throws Error(kServer) on an error reply.
 PrefixReply node_prefix(ClientCore& node, std::span<const std::string_view> keys,
                         std::optional<uint64_t> pin_ms);
-/// KV.UNPIN on the node's lease connection: one command, or (`per_slot`, a cluster: KV.UNPIN
-/// may not span slots) one per run of keys of one slot, pipelined. Returns the keys that were
-/// leased. Throws Error(kServer) on an error reply.
-size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys, bool per_slot);
+/// KV.UNPIN on the node's lease connection, one command (a cluster node skips the keys another
+/// node serves). Returns the keys that were leased. Throws Error(kServer) on an error reply.
+size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys);
 
 }  // namespace stratakv::detail

@@ -103,7 +103,7 @@ size_t routed_remove(ClusterCore& cc, std::span<const std::string_view> keys) {
 
 size_t routed_unpin(ClusterCore& cc, std::span<const std::string_view> keys) {
   if (keys.empty()) return 0;
-  if (!cc.cluster()) return node_unpin(cc.only(), keys, false);
+  if (!cc.cluster()) return node_unpin(cc.only(), keys);
   // Leases live on the lease connection of the node that granted them: each node's keys go
   // there. A node that no longer serves a key (-MOVED) or lost the connection holds no lease.
   const std::shared_ptr<const SlotMap> map = cc.map();
@@ -117,7 +117,7 @@ size_t routed_unpin(ClusterCore& cc, std::span<const std::string_view> keys) {
   cc.pool().run(parts.size(), [&](size_t i) {
     if (parts[i].empty()) return;
     try {
-      total += node_unpin(*cc.node(map->nodes()[i]), parts[i], true);
+      total += node_unpin(*cc.node(map->nodes()[i]), parts[i]);
     } catch (const Error& e) {
       const bool no_lease = e.kind() == Error::Kind::kConnection ||
                             (e.kind() == Error::Kind::kServer && parse_redirect(e.what()));
