@@ -23,6 +23,7 @@ const char kUsage[] =
     "                         spoken directly on a memfd segment, no SDK\n"
     "  --host H --port P      TCP address (default 127.0.0.1:6379)\n"
     "  --unix PATH            Unix socket (required by fast, fast-raw; resp uses it instead of TCP)\n"
+    "  --url URL              fast: the SDK's URL instead of --unix, e.g. redis+cluster://h:p,...\n"
     "  --password S           AUTH S first\n"
     "workload: conversations (default)\n"
     "  --users N (16) --rounds N (4)      users, and rounds per user (each round's prompt is the\n"
@@ -122,6 +123,7 @@ Options parse_options(int argc, char** argv) {
     } else if (a == "--host") o.host = next();
     else if (a == "--port") o.port = static_cast<int>(num(1, 65535));
     else if (a == "--unix") o.unix_path = next();
+    else if (a == "--url") o.url = next();
     else if (a == "--password") o.password = next();
     else if (a == "--trace") { o.trace_path = next(); if (!mode_set) o.mode = Mode::kTrace; }
     else if (a == "--mode") {
@@ -183,7 +185,9 @@ Options parse_options(int argc, char** argv) {
   }
   if (!o.gen.path.empty()) return o;
   if (o.mode == Mode::kTrace && o.trace_path.empty()) usage("--mode trace needs --trace FILE");
-  if (o.fast_path() && o.unix_path.empty()) usage(std::string("--protocol ") + to_string(o.protocol) + " needs --unix PATH");
+  if (o.fast_path() && o.unix_path.empty() && !(o.protocol == Protocol::kFast && !o.url.empty()))
+    usage(std::string("--protocol ") + to_string(o.protocol) + " needs --unix PATH" +
+          (o.protocol == Protocol::kFast ? " or --url URL" : ""));
   const uint64_t bytes = o.chunk_bytes();
   if (bytes < 64 || bytes % 8 != 0 || bytes > (uint64_t{1} << 34))
     usage("a value must be a multiple of 8 bytes, 64 B to 16 GiB (got " + std::to_string(bytes) + ")");

@@ -32,6 +32,9 @@ struct Options {
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string unix_path;  ///< Unix socket: required by the fast protocols; optional for resp
+  /// --protocol fast: the SDK's URL instead of the Unix socket, e.g. a cluster's
+  /// "redis+cluster://host:port,..." (INFO for the report then comes from --host/--port).
+  std::string url;
   std::string password;   ///< AUTH before anything else when set
 
   // Workload.

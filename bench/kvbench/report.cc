@@ -130,7 +130,9 @@ Summary summarize(const std::vector<std::unique_ptr<StreamStats>>& streams, doub
 
 void print_report(std::FILE* out, const Options& o, const Summary& s) {
   const Counts& c = s.counts;
-  std::string where = o.unix_path.empty() ? o.host + ":" + std::to_string(o.port) : "unix:" + o.unix_path;
+  std::string where = !o.url.empty()         ? o.url
+                      : o.unix_path.empty() ? o.host + ":" + std::to_string(o.port)
+                                            : "unix:" + o.unix_path;
   std::fprintf(out, "stratakv-bench %s%s protocol=%s %s mode=%s value=%s streams=%d batch=%" PRIu64 " verify=%s\n",
                o.label.c_str(), o.label.empty() ? "" : ":", to_string(o.protocol), where.c_str(), to_string(o.mode),
                human_size(s.value_bytes).c_str(), o.streams, s.batch, to_string(o.verify));

@@ -58,7 +58,8 @@ std::string unix_url(const std::string& path) {
 stratakv::Options client_options(const Options& o) {
   stratakv::Options c;
   c.max_connections = 1;  // a stream runs one call at a time
-  c.transport = stratakv::TransportKind::kShm;
+  // On a Unix socket: shm or fail. A --url (a cluster) picks per node.
+  if (o.url.empty()) c.transport = stratakv::TransportKind::kShm;
   c.password = o.password;
   return c;
 }
@@ -67,7 +68,7 @@ class SdkBackend : public Backend {
  public:
   SdkBackend(const Options& o, size_t slots, size_t value_bytes) try
       : Backend(slots, value_bytes),
-        client_(unix_url(o.unix_path), client_options(o)),
+        client_(o.url.empty() ? unix_url(o.unix_path) : o.url, client_options(o)),
         pin_(o.pin),
         unpin_(o.pin && o.unpin),
         pin_ms_(o.pin_ms) {
