@@ -7,6 +7,7 @@ local cluster the same way."""
 
 import os
 import random
+import shutil
 import socket
 import subprocess
 import threading
@@ -205,6 +206,22 @@ def test_cluster_sh_up_status_down(tmp_path):
             out = subprocess.run(["redis-cli", "-c", "-p", str(base), "SET", "k%d" % i, "v%d" % i],
                                  capture_output=True, text=True, timeout=10)
             assert out.stdout.strip() == "OK", out
+        # The other clients of the issue, unchanged, on the same cluster.
+        rc = RedisCluster(host="127.0.0.1", port=base + 1, socket_timeout=20)
+        for i in range(1000):
+            assert rc.set("py-%d" % i, "value-%d" % i)
+        assert all(rc.get("py-%d" % i) == b"value-%d" % i for i in range(1000))
+        rc.close()
+        node_dir = REPO / "tests" / "clients" / "node"
+        node_clients = 0
+        if shutil.which("node") and (node_dir / "node_modules").is_dir():
+            for client in ("ioredis", "node-redis"):
+                out = subprocess.run(["node", str(node_dir / "cluster_roundtrip.mjs"),
+                                      "127.0.0.1:%d" % (base + 2), "1000", client],
+                                     capture_output=True, text=True, timeout=120,
+                                     cwd=str(node_dir))
+                assert out.returncode == 0, out.stdout + out.stderr
+                node_clients += 1000
         status = subprocess.run([script, "status"], env=env, capture_output=True, text=True,
                                 timeout=30)
         assert status.returncode == 0 and status.stdout.count("primary") == 3, status.stdout
@@ -212,7 +229,8 @@ def test_cluster_sh_up_status_down(tmp_path):
         for line in status.stdout.splitlines():
             if " primary " in line:
                 keys += int(line.split()[5])
-        assert keys == 20
+        # redis-cli's 20, redis-py's 1000, and each node client's 1000 plus its 2 tagged keys
+        assert keys == 20 + 1000 + node_clients + (2 * node_clients // 1000)
     finally:
         down = subprocess.run([script, "down"], env=env, capture_output=True, text=True,
                               timeout=60)
