@@ -118,6 +118,14 @@ inline constexpr std::string_view kCountNotPositive = "ERR count must be positiv
 /// Redis's cluster.c getSlotOrReply (here: DEBUG SET-SLOT-OWNER).
 inline constexpr std::string_view kInvalidSlot = "ERR Invalid or out of range slot";
 
+// ---- bit commands (bitops.c) ----
+inline constexpr std::string_view kBitOffset = "ERR bit offset is not an integer or out of range";
+inline constexpr std::string_view kBitValue = "ERR bit is not an integer or out of range";
+inline constexpr std::string_view kBitArgument = "ERR The bit argument must be 1 or 0.";
+inline constexpr std::string_view kBitopNot = "ERR BITOP NOT must be called with a single source key.";
+inline constexpr std::string_view kBitfieldRo = "ERR BITFIELD_RO only supports the GET subcommand";
+
+
 /// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
 inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {
   return "ERR scatter-gather list is " + std::to_string(sgl_bytes) + " bytes, total_length is " +
