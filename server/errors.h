@@ -125,6 +125,19 @@ inline constexpr std::string_view kBitArgument = "ERR The bit argument must be 1
 inline constexpr std::string_view kBitopNot = "ERR BITOP NOT must be called with a single source key.";
 inline constexpr std::string_view kBitfieldRo = "ERR BITFIELD_RO only supports the GET subcommand";
 
+// ---- transactions (multi.c) ----
+inline constexpr std::string_view kMultiNested = "ERR MULTI calls can not be nested";
+inline constexpr std::string_view kExecWithoutMulti = "ERR EXEC without MULTI";
+inline constexpr std::string_view kDiscardWithoutMulti = "ERR DISCARD without MULTI";
+inline constexpr std::string_view kWatchInMulti = "ERR WATCH inside MULTI is not allowed";
+inline constexpr std::string_view kExecAbort =
+    "EXECABORT Transaction discarded because of previous errors.";
+/// EXEC itself refused inside MULTI (execCommandAbort): "EXECABORT Transaction discarded
+/// because of: wrong number of ..." (the error's "ERR " prefix dropped).
+inline std::string exec_abort_because(std::string_view error) {
+  if (error.starts_with("ERR ")) error.remove_prefix(4);
+  return "EXECABORT Transaction discarded because of: " + std::string(error);
+}
 
 /// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
 inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {

@@ -22,6 +22,7 @@ void register_all_commands(CommandTable& table) {
   register_tier_family(table);
   register_kv_family(table);
   register_cluster_family(table);
+  register_transaction_family(table);
   register_bit_family(table);
 }
 

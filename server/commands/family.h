@@ -4,7 +4,7 @@
 // cmd_string.cc (strings), cmd_keyspace.cc (generic key commands and expiry),
 // cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
-// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE).
+// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...).
 #pragma once
 
 #include <initializer_list>
@@ -70,6 +70,7 @@ void register_memory_family(CommandTable& table);
 void register_tier_family(CommandTable& table);
 void register_kv_family(CommandTable& table);
 void register_cluster_family(CommandTable& table);
+void register_transaction_family(CommandTable& table);
 void register_bit_family(CommandTable& table);
 
 /// For a batch that routes each key itself (kPerKeySlots): "" when this node serves `key`'s
