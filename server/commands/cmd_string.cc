@@ -331,6 +331,7 @@ void register_string_family(CommandTable& t) {
   b.add("append", 3, w | kFast, key_at(1), cmd_append, {"Append a value to a key", "2.0.0"});
   b.add("strlen", 2, r | kFast, key_at(1), cmd_strlen, {"Get the length of the value stored in a key", "2.2.0"});
   b.add("getrange", 4, r, key_at(1), cmd_getrange, {"Get a substring of the string stored at a key", "2.4.0", "O(N) where N is the length of the returned string."});
+  b.add("substr", 4, r, key_at(1), cmd_getrange, {"Get a substring of the string stored at a key", "1.0.0", "O(N) where N is the length of the returned string."});
   b.add("setrange", 4, w, key_at(1), cmd_setrange, {"Overwrite part of a string at key starting at the specified offset", "2.2.0"});
   b.add("incr", 2, w | kFast, key_at(1), cmd_incr, {"Increment the integer value of a key by one", "1.0.0"});
   b.add("decr", 2, w | kFast, key_at(1), cmd_decr, {"Decrement the integer value of a key by one", "1.0.0"});

@@ -272,3 +272,27 @@ def test_node_clients(server, redis_srv, client):
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert results[0] == results[1]
     assert results[0]["plain"] == ["OK", 2, "2"]
+
+
+def test_exec_needing_room(start_server):
+    """A transaction whose writes find the region full: under noeviction each write answers
+    -OOM as its entry (room cannot be made; nothing applied twice) and the server keeps
+    answering; under allkeys-lru EXEC makes room with no lock held and runs again from the
+    start, and every write is applied once."""
+    from resp_util import Err, Simple
+    from test_room import fill_region
+    srv = start_server(memory__capacity="16mb", maxmemory="1gb", maxmemory_policy="noeviction")
+    c = srv.raw(timeout=20)
+    assert fill_region(c, srv) >= 8
+    oom = c.call("SET", "probe", "1.5")
+    assert isinstance(oom, Err) and oom.startswith("OOM")
+    calls = [("MULTI",), ("GET", "nothing"), ("INCRBYFLOAT", "p", "1.5"), ("APPEND", "q", "abc"),
+             ("INCRBYFLOAT", "p", "1"), ("EXEC",)]
+    replies = [c.call(*x) for x in calls]
+    assert replies[-1][0] is None and all(isinstance(e, Err) for e in replies[-1][1:])
+    assert c.call("PING") == Simple("PONG") and c.call("EXISTS", "p", "q") == 0
+    assert c.call("CONFIG", "SET", "maxmemory-policy", "allkeys-lru") == Simple("OK")
+    time.sleep(0.35)  # the evictor takes the policy at a cron tick
+    replies = [c.call(*x) for x in calls]
+    assert replies[-1] == [None, b"1.5", 3, b"2.5"], replies[-1]
+    assert c.call("GET", "p") == b"2.5" and c.call("GET", "q") == b"abc"
