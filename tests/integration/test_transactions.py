@@ -296,3 +296,20 @@ def test_exec_needing_room(start_server):
     replies = [c.call(*x) for x in calls]
     assert replies[-1] == [None, b"1.5", 3, b"2.5"], replies[-1]
     assert c.call("GET", "p") == b"2.5" and c.call("GET", "q") == b"abc"
+
+
+def test_exec_loads_values_on_ssd_first(start_server, tmp_path):
+    """With the SSD tier, EXEC loads the queued commands' values that are on SSD only before
+    it takes its locks: GET, APPEND and GETRANGE of demoted keys inside a transaction."""
+    from test_ssd_tier import demoted, pattern, tier
+    keys = ["t:%d" % i for i in range(4)]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys)
+    assert tier(r, "t:0") == "ssd"
+    pipe = r.pipeline(transaction=True)
+    pipe.get("t:0").append("t:1", b"+").getrange("t:2", 0, 9).strlen("t:3").set("t:9", "x")
+    got = pipe.execute()
+    assert got[0] == pattern("t:0", 0)
+    assert got[1] == len(pattern("t:1", 1)) + 1
+    assert got[2] == pattern("t:2", 2)[:10]
+    assert got[3] == len(pattern("t:3", 3)) and got[4] is True
+    assert r.get("t:1") == pattern("t:1", 1) + b"+"
