@@ -311,17 +311,16 @@ bool Connection::queue_stage(const resp::Request& req, const PreparedCommand& cm
     txn.flag();
     return false;
   }
-  if (runs_inside_multi(*cmd.spec)) return false;
-  // The slot stage over the whole transaction (getNodeByQuery over the queued commands): in
-  // cluster mode every key of one transaction shares a slot.
-  if (!cmd.slots.empty() && server_.slot_owner().cluster_enabled()) {
-    if (txn.slot >= 0 && cmd.slots.front() != txn.slot) {
-      txn.flag();
-      writer_.error(err::kCrossSlot);
-      record(req, cmd, Outcome::kRejected, now_ms);
-      return true;
-    }
+  // The slot stage over the whole transaction: in cluster mode every key of one transaction
+  // shares a slot. As Redis's getNodeByQuery, it is EXEC's check (over the queued commands):
+  // EXEC discards the transaction and answers -CROSSSLOT (processCommand's cluster redirect).
+  if (txn.cross_slot && cmd.spec->full_name == "exec") {
+    txn.end();
+    writer_.error(err::kCrossSlot);
+    record(req, cmd, Outcome::kRejected, now_ms);
+    return true;
   }
+  if (runs_inside_multi(*cmd.spec)) return false;
   // Room: a denyoom command is refused now past maxmemory, as Redis does at queueing.
   if (cmd.writes && !room_for_write(now_ms)) {
     txn.flag();
@@ -329,8 +328,10 @@ bool Connection::queue_stage(const resp::Request& req, const PreparedCommand& cm
     record(req, cmd, Outcome::kRejected, now_ms);
     return true;
   }
-  if (!cmd.slots.empty() && server_.slot_owner().cluster_enabled())
-    txn.slot = cmd.slots.front();
+  if (!cmd.slots.empty() && server_.slot_owner().cluster_enabled()) {
+    if (txn.slot < 0) txn.slot = cmd.slots.front();
+    else if (cmd.slots.front() != txn.slot) txn.cross_slot = true;
+  }
   txn.queue(cmd.spec, req.args());
   writer_.simple("QUEUED");  // no call counted: it runs (and counts) inside EXEC
   return true;

@@ -56,6 +56,7 @@ void Transaction::end() {
   active_ = aborted_ = false;
   queue_.clear();
   slot = -1;
+  cross_slot = false;
   unwatch();
 }
 

@@ -74,9 +74,11 @@ class Transaction {
   /// Queues a command that passed every check (copies its arguments).
   void queue(const CommandSpec* spec, std::span<const std::string_view> args);
   const std::deque<QueuedCommand>& queued() const { return queue_; }
-  /// In cluster mode, the slot of the transaction's keys (-1: none yet). All keys of one
-  /// transaction share a slot, as in Redis (getNodeByQuery over the queued commands).
+  /// In cluster mode, the slot of the transaction's first key (-1: none yet), and whether a
+  /// queued key is in another: EXEC then aborts with CROSSSLOT, as Redis's getNodeByQuery
+  /// over the queued commands.
   int slot = -1;
+  bool cross_slot = false;
   /// Ends the transaction (EXEC, DISCARD, RESET): drops the queue and every watch.
   void end();
 

@@ -313,3 +313,29 @@ def test_exec_loads_values_on_ssd_first(start_server, tmp_path):
     assert got[2] == pattern("t:2", 2)[:10]
     assert got[3] == len(pattern("t:3", 3)) and got[4] is True
     assert r.get("t:1") == pattern("t:1", 1) + b"+"
+
+
+def test_cluster_mode_one_slot_per_transaction(redis_srv):
+    """In cluster mode every key of a transaction shares one slot: a command with a key of
+    another slot is -CROSSSLOT when queued and EXEC answers -EXECABORT; compared with a
+    one-node redis-server cluster serving every slot."""
+    from cluster_util import StaticCluster
+    ours = StaticCluster(1).start()
+    theirs = launch_redis(cluster_enabled="yes")
+    try:
+        ref = theirs.raw()
+        ref.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+        deadline = time.monotonic() + 10
+        while b"cluster_state:ok" not in ref.call("CLUSTER", "INFO"):
+            assert time.monotonic() < deadline, "redis cluster not ok"
+            time.sleep(0.05)
+        p = Pair(ours.nodes[0].raw(), ref)
+        p.seq(("MULTI",), ("SET", "{u}a", "1"), ("INCR", "{u}b"), ("MGET", "{u}a", "{u}b"),
+              ("EXEC",))
+        p.seq(("MULTI",), ("SET", "{u}a", "1"), ("SET", "other", "2"), ("GET", "{u}a"),
+              ("EXEC",), ("EXISTS", "other"))
+        p.seq(("MULTI",), ("MSET", "x", "1", "y", "2"), ("EXEC",))
+        p.seq(("MULTI",), ("PING",), ("GET", "x"), ("EXEC",))
+    finally:
+        ours.stop()
+        stop_servers(theirs)
