@@ -125,6 +125,13 @@ inline constexpr std::string_view kBitArgument = "ERR The bit argument must be 1
 inline constexpr std::string_view kBitopNot = "ERR BITOP NOT must be called with a single source key.";
 inline constexpr std::string_view kBitfieldRo = "ERR BITFIELD_RO only supports the GET subcommand";
 
+// ---- LCS (t_string.c) ----
+inline constexpr std::string_view kLcsLenAndIdx =
+    "ERR If you want both the length and indexes, please just use IDX.";
+inline constexpr std::string_view kLcsTooLong = "ERR String too long for LCS";
+inline constexpr std::string_view kLcsTooBig =
+    "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len";
+
 // ---- transactions (multi.c) ----
 inline constexpr std::string_view kMultiNested = "ERR MULTI calls can not be nested";
 inline constexpr std::string_view kExecWithoutMulti = "ERR EXEC without MULTI";

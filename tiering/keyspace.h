@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -106,6 +107,8 @@ class ShardMutex {
   };
 
   void lock() {
+    // Inside a transaction, a shard it does not hold would be locked out of the one order.
+    assert((reentrant_ == nullptr || reentrant_->holds(this)) && "a shard outside the ExecLock");
     if (reentrant_ == nullptr || !reentrant_->holds(this)) mu_.lock();
     ++held_;
   }

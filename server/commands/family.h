@@ -72,6 +72,8 @@ void register_kv_family(CommandTable& table);
 void register_cluster_family(CommandTable& table);
 void register_transaction_family(CommandTable& table);
 void register_bit_family(CommandTable& table);
+/// LCS (cmd_lcs.cc), in the string group.
+void register_lcs_command(CommandTable& table);
 
 /// For a batch that routes each key itself (kPerKeySlots): "" when this node serves `key`'s
 /// slot, else the error entry to reply in the key's place: "MOVED <slot> <host:port>", or

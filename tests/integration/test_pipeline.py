@@ -178,6 +178,7 @@ SAMPLES = {
     "discard": (["DISCARD", "x"], None),
     "watch": (["WATCH", "a", "b"], ["a", "b"]),
     "unwatch": (["UNWATCH", "x"], None),
+    "lcs": (["LCS", "a", "b", "LEN"], ["a", "b"]),
     "substr": (["SUBSTR", "k", "0", "1"], ["k"]),
     "setbit": (["SETBIT", "k", "7", "1"], ["k"]),
     "getbit": (["GETBIT", "k", "7"], ["k"]),
