@@ -103,13 +103,20 @@ void Connection::exec(CommandContext& ctx) {
     server_.evictor().make_room(need, /*allocation_failed=*/true, now);
   }
   // Stats of the queued commands, counted once the transaction ran (Redis counts each call).
+  // So does the slowlog (EXEC itself is kSkipSlowlog).
   WorkerStats& stats = worker_.stats;
-  for (const auto& [id, us, failed] : exec_stats_) {
+  Config& config = server_.config();
+  const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
+  for (size_t i = 0; i < exec_stats_.size(); ++i) {
+    const auto& [id, us, failed] = exec_stats_[i];
     CommandCounters& c = stats.command(id);
     WorkerStats::bump(c.calls);
     WorkerStats::bump(c.usec, us);
     if (failed) WorkerStats::bump(c.failed);
     WorkerStats::bump(stats.commands);
+    if (threshold >= 0 && static_cast<int64_t>(us) >= threshold)
+      server_.slowlog().add(config.num(Key::kSlowlogMaxLen), static_cast<int64_t>(us),
+                            now / 1000, txn.queued()[i].req.args(), peer_, name());
   }
   txn.end();
 }

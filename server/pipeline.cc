@@ -284,7 +284,7 @@ void Connection::count_error_reply(void* self, std::string_view text) {
   WorkerStats::bump(stats.commands);
   Config& config = server_.config();
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
-  if (threshold >= 0 && us >= threshold)
+  if (threshold >= 0 && us >= threshold && !(cmd.spec->flags & kSkipSlowlog))
     server_.slowlog().add(config.num(Key::kSlowlogMaxLen), us, now_ms / 1000, req.args(), peer_,
                           name());
 }

@@ -50,7 +50,7 @@ void register_transaction_family(CommandTable& t) {
   CommandBuilder b(t, "transactions");
   const uint32_t f = kNoScript | kLoading | kStale | kAllowBusy;
   b.add("multi", 1, f | kFast, kNoKeys, cmd_multi, {"Mark the start of a transaction block", "1.2.0"});
-  b.add("exec", 1, kNoScript | kLoading | kStale, kNoKeys, cmd_exec, {"Execute all commands issued after MULTI", "1.2.0", "Depends on commands in the transaction"});
+  b.add("exec", 1, kNoScript | kLoading | kStale | kSkipSlowlog, kNoKeys, cmd_exec, {"Execute all commands issued after MULTI", "1.2.0", "Depends on commands in the transaction"});
   b.add("discard", 1, f | kFast, kNoKeys, cmd_discard, {"Discard all commands issued after MULTI", "2.0.0", "O(N), when N is the number of queued commands"});
   b.add("watch", -2, f | kFast, {1, -1, 1}, cmd_watch, {"Watch the given keys to determine execution of the MULTI/EXEC block", "2.2.0", "O(1) for every key."});
   b.add("unwatch", 1, f | kFast, kNoKeys, cmd_unwatch, {"Forget about all watched keys", "2.2.0"});

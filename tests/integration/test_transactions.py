@@ -339,3 +339,18 @@ def test_cluster_mode_one_slot_per_transaction(redis_srv):
     finally:
         ours.stop()
         stop_servers(theirs)
+
+
+def test_slowlog_logs_the_commands_not_exec(pair):
+    """EXEC is skip_slowlog; the commands it runs are logged each (as Redis's call())."""
+    p = pair()
+    p.seq(("CONFIG", "SET", "slowlog-log-slower-than", "0"), ("SLOWLOG", "RESET"),
+          ("MULTI",), ("SET", "a", "1"), ("INCR", "a"), ("EXEC",),
+          ("CONFIG", "SET", "slowlog-log-slower-than", "10000"))
+    names = []
+    for conn in (p.ours, p.theirs):
+        entries = conn.call("SLOWLOG", "GET", "10")
+        names.append([e[3][0].upper() for e in entries])
+    assert names[0] == names[1], names
+    for name in ("MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"):
+        p.call("COMMAND", "INFO", name)
