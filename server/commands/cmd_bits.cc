@@ -2,7 +2,6 @@
 // BITFIELD, BITFIELD_RO. Semantics and error texts follow Redis 7.0's bitops.c; a value grows
 // through the write path as SETRANGE's does (Writable), never past proto-max-bulk-len.
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <optional>
 
