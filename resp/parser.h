@@ -51,6 +51,11 @@ using BulkAllocator = std::function<LargeBulk(size_t len)>;
 /// One parsed request. Argument views stay valid until the parser's next feed()/reset().
 class Request {
  public:
+  Request() = default;
+  /// A request of `argv` with no large-bulk owners (e.g. a command queued by MULTI, whose
+  /// arguments the caller keeps alive).
+  explicit Request(std::vector<std::string_view> argv)
+      : argv_(std::move(argv)), owners_(argv_.size()) {}
   size_t size() const { return argv_.size(); }
   bool empty() const { return argv_.empty(); }
   std::string_view operator[](size_t i) const { return argv_[i]; }

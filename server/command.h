@@ -44,6 +44,8 @@ enum CommandFlag : uint32_t {
   /// handler answers a -MOVED (or -CLUSTERDOWN) entry for each key another node serves
   /// (docs/cluster.md).
   kPerKeySlots = 1 << 11,
+  /// Not logged in the slowlog (EXEC: the commands it runs are, each).
+  kSkipSlowlog = 1 << 12,
 };
 
 /// Everything a handler needs for one call. Valid only during the call.

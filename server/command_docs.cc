@@ -15,12 +15,12 @@ namespace {
 // Redis's ACL categories, in the order COMMAND INFO lists them (acl.c ACLCommandCategories).
 enum Category : uint32_t {
   kCatKeyspace = 1 << 0, kCatRead = 1 << 1, kCatWrite = 1 << 2, kCatString = 1 << 3,
-  kCatAdmin = 1 << 4, kCatFast = 1 << 5, kCatSlow = 1 << 6, kCatDangerous = 1 << 7,
-  kCatConnection = 1 << 8,
+  kCatBitmap = 1 << 4, kCatAdmin = 1 << 5, kCatFast = 1 << 6, kCatSlow = 1 << 7,
+  kCatDangerous = 1 << 8, kCatConnection = 1 << 9, kCatTransaction = 1 << 10,
 };
 constexpr std::string_view kCategoryNames[] = {"@keyspace", "@read", "@write", "@string",
-                                               "@admin", "@fast", "@slow", "@dangerous",
-                                               "@connection"};
+                                               "@bitmap", "@admin", "@fast", "@slow",
+                                               "@dangerous", "@connection", "@transaction"};
 
 // Categories Redis declares per command (src/commands/*.json) that its flags do not imply.
 uint32_t declared_categories(const CommandSpec& spec) {
@@ -39,6 +39,8 @@ uint32_t declared_categories(const CommandSpec& spec) {
     if (spec.group == "string") cats |= kCatString;
     else if (spec.group == "generic") cats |= kCatKeyspace;
     else if (spec.group == "connection") cats |= kCatConnection;
+    else if (spec.group == "bitmap") cats |= kCatBitmap;
+    else if (spec.group == "transactions") cats |= kCatTransaction;
   }
   std::string_view base = std::string_view(spec.full_name).substr(0, spec.full_name.find('|'));
   for (const auto& e : kExtras)
@@ -78,6 +80,8 @@ std::vector<std::string_view> key_spec_flags(const CommandSpec& spec) {
       {"exists", {"RO"}}, {"touch", {"RO"}}, {"type", {"RO"}}, {"copy", {"RO", "access"}},
       {"memory|usage", {"RO"}}, {"object|encoding", {"RO"}}, {"object|freq", {"RO"}},
       {"object|idletime", {"RO"}}, {"object|refcount", {"RO"}},
+      {"setbit", {"RW", "access", "update"}}, {"bitop", {"OW", "update"}},
+      {"bitfield", {"RW", "access", "update", "variable_flags"}}, {"watch", {"RO"}},
   };
   if (auto it = kSpecial.find(spec.full_name); it != kSpecial.end()) return it->second;
   if (spec.flags & kReadonly) return {"RO", "access"};
@@ -102,7 +106,7 @@ void reply_flags(resp::Writer& out, uint32_t flags, bool movable) {
   static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
       {kWrite, "write"}, {kReadonly, "readonly"}, {kDenyOom, "denyoom"},
       {kAdmin, "admin"}, {kNoScript, "noscript"}, {kLoading, "loading"},
-      {kStale, "stale"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
+      {kStale, "stale"}, {kSkipSlowlog, "skip_slowlog"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
       {kAllowBusy, "allow_busy"},
   };
   size_t n = movable ? 1 : 0;

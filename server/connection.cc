@@ -23,7 +23,8 @@ constexpr size_t kFlushThreshold = 256 * 1024;
 
 Connection::Connection(Server& server, Worker& worker, Socket socket, std::string peer,
                        std::string local, bool is_unix)
-    : server_(server),
+    : txn(server.watches()),
+      server_(server),
       worker_(worker),
       socket_(std::move(socket)),
       peer_(std::move(peer)),

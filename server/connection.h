@@ -27,6 +27,7 @@
 #include "rdma/verbs_transport.h"
 #include "server/command.h"
 #include "server/pipeline.h"
+#include "server/transaction.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
@@ -70,6 +71,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unordered_map<std::string, int64_t> pins;
   /// Ends this connection's lease of `key`. Returns whether it was unexpired.
   bool unpin(std::string_view key, int64_t now_ms);
+  /// MULTI/EXEC state: queued commands, watched keys.
+  Transaction txn;
+  /// Runs EXEC: the queued commands atomically, under one ExecLock (exec.cc). The EXEC
+  /// command's handler.
+  void exec(CommandContext& ctx);
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// RESP protocol version of replies (2 or 3).
@@ -106,6 +112,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // policy; false: reply -OOM. call: stage 6, the handler, run again after making room when it
   // throws tiering::NeedRoom. record: stage 8.
   void take_bulk_redirect(PreparedCommand& cmd);
+  // The transaction queueing stage (exec.cc): inside MULTI, a command other than EXEC, DISCARD,
+  // MULTI, WATCH, QUIT or RESET is checked (a refused one flags the transaction), then queued
+  // with +QUEUED instead of run. True when it took the request.
+  bool queue_stage(const resp::Request& req, const PreparedCommand& cmd, int64_t now_ms);
+  // One queued command run inside EXEC (exec.cc): its stats go to exec_stats_. A NeedRoom
+  // escapes when `may_retry` (EXEC runs again); else the command answers -OOM.
+  void run_queued(const QueuedCommand& q, int64_t now_ms, bool may_retry);
+  struct ExecStat {
+    uint32_t id;
+    uint64_t us;
+    bool failed;
+  };
+  std::vector<ExecStat> exec_stats_;  // the running EXEC's commands
   // The writer's error observer: every error reply counts in total_error_replies and errorstats.
   static void count_error_reply(void* self, std::string_view text);
   bool room_for_write(int64_t now_ms);

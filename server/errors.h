@@ -118,6 +118,34 @@ inline constexpr std::string_view kCountNotPositive = "ERR count must be positiv
 /// Redis's cluster.c getSlotOrReply (here: DEBUG SET-SLOT-OWNER).
 inline constexpr std::string_view kInvalidSlot = "ERR Invalid or out of range slot";
 
+// ---- bit commands (bitops.c) ----
+inline constexpr std::string_view kBitOffset = "ERR bit offset is not an integer or out of range";
+inline constexpr std::string_view kBitValue = "ERR bit is not an integer or out of range";
+inline constexpr std::string_view kBitArgument = "ERR The bit argument must be 1 or 0.";
+inline constexpr std::string_view kBitopNot = "ERR BITOP NOT must be called with a single source key.";
+inline constexpr std::string_view kBitfieldRo = "ERR BITFIELD_RO only supports the GET subcommand";
+
+// ---- LCS (t_string.c) ----
+inline constexpr std::string_view kLcsLenAndIdx =
+    "ERR If you want both the length and indexes, please just use IDX.";
+inline constexpr std::string_view kLcsTooLong = "ERR String too long for LCS";
+inline constexpr std::string_view kLcsTooBig =
+    "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len";
+
+// ---- transactions (multi.c) ----
+inline constexpr std::string_view kMultiNested = "ERR MULTI calls can not be nested";
+inline constexpr std::string_view kExecWithoutMulti = "ERR EXEC without MULTI";
+inline constexpr std::string_view kDiscardWithoutMulti = "ERR DISCARD without MULTI";
+inline constexpr std::string_view kWatchInMulti = "ERR WATCH inside MULTI is not allowed";
+inline constexpr std::string_view kExecAbort =
+    "EXECABORT Transaction discarded because of previous errors.";
+/// EXEC itself refused inside MULTI (execCommandAbort): "EXECABORT Transaction discarded
+/// because of: wrong number of ..." (the error's "ERR " prefix dropped).
+inline std::string exec_abort_because(std::string_view error) {
+  if (error.starts_with("ERR ")) error.remove_prefix(4);
+  return "EXECABORT Transaction discarded because of: " + std::string(error);
+}
+
 /// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
 inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {
   return "ERR scatter-gather list is " + std::to_string(sgl_bytes) + " bytes, total_length is " +

@@ -284,9 +284,57 @@ void Connection::count_error_reply(void* self, std::string_view text) {
   WorkerStats::bump(stats.commands);
   Config& config = server_.config();
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
-  if (threshold >= 0 && us >= threshold)
+  if (threshold >= 0 && us >= threshold && !(cmd.spec->flags & kSkipSlowlog))
     server_.slowlog().add(config.num(Key::kSlowlogMaxLen), us, now_ms / 1000, req.args(), peer_,
                           name());
+}
+
+// Whether a command runs at once inside MULTI (multi.c: processCommand's exceptions).
+static bool runs_inside_multi(const CommandSpec& spec) {
+  const std::string& n = spec.full_name;
+  return n == "exec" || n == "discard" || n == "multi" || n == "watch" || n == "quit" ||
+         n == "reset";
+}
+
+bool Connection::queue_stage(const resp::Request& req, const PreparedCommand& cmd,
+                             int64_t now_ms) {
+  // Redis's processCommand: a command refused by any check inside MULTI flags the transaction
+  // (rejectCommand -> flagTransaction), whatever it is; the caller replies the refusal.
+  if (!cmd.runs()) {
+    if (cmd.verdict == Verdict::kWrongArity && cmd.spec->full_name == "exec") {
+      // A refused EXEC ends the transaction (multi.c execCommandAbort).
+      txn.end();
+      writer_.error(err::exec_abort_because(err::wrong_arity("exec")));
+      record(req, cmd, Outcome::kRejected, now_ms);
+      return true;
+    }
+    txn.flag();
+    return false;
+  }
+  // The slot stage over the whole transaction: in cluster mode every key of one transaction
+  // shares a slot. As Redis's getNodeByQuery, it is EXEC's check (over the queued commands):
+  // EXEC discards the transaction and answers -CROSSSLOT (processCommand's cluster redirect).
+  if (txn.cross_slot && cmd.spec->full_name == "exec") {
+    txn.end();
+    writer_.error(err::kCrossSlot);
+    record(req, cmd, Outcome::kRejected, now_ms);
+    return true;
+  }
+  if (runs_inside_multi(*cmd.spec)) return false;
+  // Room: a denyoom command is refused now past maxmemory, as Redis does at queueing.
+  if (cmd.writes && !room_for_write(now_ms)) {
+    txn.flag();
+    writer_.error(err::kOom);
+    record(req, cmd, Outcome::kRejected, now_ms);
+    return true;
+  }
+  if (!cmd.slots.empty() && server_.slot_owner().cluster_enabled()) {
+    if (txn.slot < 0) txn.slot = cmd.slots.front();
+    else if (cmd.slots.front() != txn.slot) txn.cross_slot = true;
+  }
+  txn.queue(cmd.spec, req.args());
+  writer_.simple("QUEUED");  // no call counted: it runs (and counts) inside EXEC
+  return true;
 }
 
 void Connection::process(const resp::Request& req, int64_t now_ms) {
@@ -294,6 +342,8 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   // 1-3. Lookup and arity, auth, slot ownership.
   prepare_inline(server_, req, authenticated, cmd);
   take_bulk_redirect(cmd);
+  // 3b. Transaction queueing: inside MULTI the command is queued, not run.
+  if (txn.active() && queue_stage(req, cmd, now_ms)) return;
   if (!cmd.runs()) {
     reply_refusal(cmd, req.args(), writer_);
     return record(req, cmd, Outcome::kRejected, now_ms);
@@ -314,14 +364,25 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
   // 1-3. Lookup and arity, auth, slot ownership: refused requests load nothing.
   prepare_inline(server_, req, authenticated, cmd);
   take_bulk_redirect(cmd);
+  // 3b. Transaction queueing: inside MULTI the command is queued, not run (nothing loaded).
+  if (txn.active() && queue_stage(req, cmd, now_ms)) co_return;
   Outcome outcome = Outcome::kRejected;
   if (!cmd.runs()) {
     reply_refusal(cmd, req.args(), writer_);
   } else {
     // 4. Loads: keys whose values are on SSD only come back first, on the I/O pool (and the
     // keys of the read commands pipelined behind, ahead of time). A failed load replied.
-    const bool loaded = !cmd.reads_values || !ssd_pin(cmd, req, now_ms) ||
-                        co_await ssd_load(now_ms, ahead);
+    bool loaded = !cmd.reads_values || !ssd_pin(cmd, req, now_ms) ||
+                  co_await ssd_load(now_ms, ahead);
+    // EXEC: the queued commands' values come back from SSD before its locks are taken.
+    if (loaded && txn.active() && !txn.aborted() && cmd.spec->full_name == "exec") {
+      for (const QueuedCommand& q : txn.queued()) {
+        prepare(server_, q.req, true, peek_);
+        if (!peek_.runs() || !peek_.reads_values || !ssd_pin(peek_, q.req, now_ms)) continue;
+        if (!(loaded = co_await ssd_load(now_ms, {}))) break;
+      }
+      if (!loaded) txn.end();  // ssd_load replied the error: the transaction is discarded
+    }
     if (closed_.load(std::memory_order_relaxed)) {
       ssd_release();
       co_return;

@@ -6,6 +6,9 @@
 //   3. slot ownership          prepare(); for a large bulk still being received,
 //                              unowned_slot_before(), which Connection::allocate_bulk asks
 //                              before it takes a block of the region (connection.cc)
+//   3b. transaction queueing  Connection::queue_stage (pipeline.cc): inside MULTI the command
+//                              is queued, not run; a refused one flags the transaction.
+//                              EXEC runs the queue: Connection::exec (exec.cc)
 //   4. loads from the SSD tier Connection::ssd_pin / ssd_load   (connection_ssd.cc)
 //   5. room and -OOM           Connection::room_for_write (pipeline.cc); with the SSD tier,
 //                              first the back-pressure wait, Connection::ssd_throttle
@@ -19,7 +22,7 @@
 // Connection::process runs them all for one request, synchronously, without the SSD tier;
 // Connection::process_tiered (a coroutine: loads and waits) with it. Both are in pipeline.cc.
 // The checks follow Redis 7.0's processCommand (server.c): unknown command, arity, NOAUTH,
-// cluster redirection (getNodeByQuery), OOM.
+// cluster redirection (getNodeByQuery), OOM, then MULTI's queueing.
 #pragma once
 
 #include <cstdint>

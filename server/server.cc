@@ -59,6 +59,7 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       start_ms_(tiering::now_ms()),
       run_id_(random_hex(40)) {
   cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
+  keyspace_.add_observer(&watches_);
   register_all_commands(commands_);
   if (more_commands != nullptr) more_commands(commands_);
   sync_eviction_options();

@@ -25,6 +25,7 @@
 #include "server/cluster_state.h"
 #include "server/slot_owner.h"
 #include "server/slowlog.h"
+#include "server/transaction.h"
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
@@ -105,6 +106,8 @@ class Server {
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
   Slowlog& slowlog() { return slowlog_; }
+  /// Who WATCHes which key (an observer of the keyspace). Thread-safe.
+  WatchRegistry& watches() { return watches_; }
   /// Which hash slots this node serves (the pipeline's slot ownership stage). Thread-safe.
   SlotOwner& slot_owner() { return slot_owner_; }
   /// This node's identity and topology in cluster mode (cluster-enabled). Thread-safe.
@@ -222,6 +225,7 @@ class Server {
 
   Config& config_;
   std::unique_ptr<rdma::VerbsDevice> verbs_;  // before the connections that use it
+  WatchRegistry watches_;  // before the keyspace that calls it
   tiering::Keyspace keyspace_;
   tiering::Evictor evictor_;
   CommandTable commands_;

@@ -43,7 +43,10 @@ class KeyLock {
   ~KeyLock() {
     if (!locked_.empty()) unlock_all();
     else if (single_ != SIZE_MAX) ks_.shard(single_).mu.unlock();
-    // garbage_ is destroyed after this body: the values go with no shard lock held.
+    // garbage_ is destroyed after this body: the values go with no shard lock held. Inside a
+    // transaction (ExecLock) its shards stay locked: the values go after the transaction's.
+    if (const ShardMutex::Reentrant* r = ShardMutex::reentrant(); r != nullptr && r->garbage)
+      hand_over(*r->garbage);
   }
   KeyLock(const KeyLock&) = delete;
   KeyLock& operator=(const KeyLock&) = delete;
@@ -103,6 +106,11 @@ class KeyLock {
   // Unlocks the shards of a multi-key lock, in descending order.
   void unlock_all();
   static Item* mut(const Item* item) { return const_cast<Item*>(item); }
+  void hand_over(std::vector<ValueRef>& to) {
+    if (garbage_one_) to.push_back(std::move(garbage_one_));
+    for (ValueRef& v : garbage_) to.push_back(std::move(v));
+    garbage_.clear();
+  }
   void keep(ValueRef v) {
     if (!v) return;
     if (!garbage_one_) garbage_one_ = std::move(v);  // most commands: no allocation

@@ -26,6 +26,8 @@
 // the keys that are due, oldest first, within a per-call budget.
 #pragma once
 
+#include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -94,20 +96,36 @@ class Shard;
 /// throws NeedRoom instead of evicting; need_room.h). BasicLockable: use std::lock_guard.
 class ShardMutex {
  public:
+  /// The shards one thread holds for a whole transaction (ExecLock, exec_lock.h): while it is
+  /// installed on that thread, locking one of them again only counts, so the commands of the
+  /// transaction take their KeyLocks as usual, inside the transaction's. Values those KeyLocks
+  /// release go to `garbage`, freed after the transaction's locks.
+  struct Reentrant {
+    std::vector<const ShardMutex*> held;  ///< sorted by address
+    std::vector<ValueRef>* garbage = nullptr;
+    bool holds(const ShardMutex* m) const { return std::binary_search(held.begin(), held.end(), m); }
+  };
+
   void lock() {
-    mu_.lock();
+    // Inside a transaction, a shard it does not hold would be locked out of the one order.
+    assert((reentrant_ == nullptr || reentrant_->holds(this)) && "a shard outside the ExecLock");
+    if (reentrant_ == nullptr || !reentrant_->holds(this)) mu_.lock();
     ++held_;
   }
   void unlock() {
     --held_;
-    mu_.unlock();
+    if (reentrant_ == nullptr || !reentrant_->holds(this)) mu_.unlock();
   }
-  /// Shard locks the calling thread holds now.
+  /// Shard locks the calling thread holds now (a re-entrant lock counts again).
   static int held_by_this_thread() { return held_; }
+  /// The calling thread's transaction shards (null: none). See Reentrant.
+  static const Reentrant* reentrant() { return reentrant_; }
+  static void set_reentrant(const Reentrant* r) { reentrant_ = r; }
 
  private:
   std::mutex mu_;
   static inline thread_local int held_ = 0;
+  static inline thread_local const Reentrant* reentrant_ = nullptr;
 };
 
 /// The hash every table and the shard choice use (XXH3), as a function object.

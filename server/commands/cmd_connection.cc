@@ -112,6 +112,7 @@ void cmd_reset(CommandContext& ctx) {
   ctx.conn.set_protocol(2);
   ctx.conn.set_name("");
   ctx.conn.no_evict = false;
+  ctx.conn.txn.end();  // RESET discards MULTI and unwatches (resetCommand)
   ctx.conn.authenticated = ctx.server.config().num(Key::kRequirePass) == 0;
   ctx.out.simple("RESET");
 }

@@ -191,35 +191,6 @@ void cmd_getrange(CommandContext& ctx) {
 
 // ---- in-place growth: APPEND, SETRANGE ----
 
-// Redis's sds growth (sdsMakeRoomFor): double below 1 MiB, then +1 MiB.
-size_t grown_capacity(size_t size) {
-  return size < (1u << 20) ? size * 2 : size + (1u << 20);
-}
-
-// The bytes an APPEND or SETRANGE writes into: the value of `item` itself when the entry holds
-// the only reference and its block has room for `size` bytes, else a grown copy (allocated under
-// the lock: a full region throws NeedRoom before anything changed, and the pipeline runs the
-// command again once it made room). publish() then makes the change one kSet of the new bytes.
-struct Writable {
-  tiering::Value* bytes;
-  ValueRef grown;  // set when a copy was made
-
-  static Writable of(CommandContext& ctx, KeyLock& lock, const KeyLock::Item* item,
-                     size_t size) {
-    if (tiering::Value* v = lock.writable_in_place(item, size)) return {v, {}};
-    const ValueRef& old = item->second.value;
-    ValueRef grown = new_value(ctx, old->size(), grown_capacity(size));
-    std::memcpy(grown->data(), old->data(), old->size());
-    tiering::Value* bytes = grown.get();
-    return {bytes, std::move(grown)};
-  }
-  void publish(KeyLock& lock, const KeyLock::Item* item) {
-    bytes->set_modified();
-    if (grown) lock.set_value(item, std::move(grown));
-    else lock.modified(item);
-  }
-};
-
 void cmd_append(CommandContext& ctx) {
   std::string_view key = ctx.args[1], extra = ctx.args[2];
   KeyLock lock(ctx.ks, key, ctx.now_ms);
@@ -360,6 +331,7 @@ void register_string_family(CommandTable& t) {
   b.add("append", 3, w | kFast, key_at(1), cmd_append, {"Append a value to a key", "2.0.0"});
   b.add("strlen", 2, r | kFast, key_at(1), cmd_strlen, {"Get the length of the value stored in a key", "2.2.0"});
   b.add("getrange", 4, r, key_at(1), cmd_getrange, {"Get a substring of the string stored at a key", "2.4.0", "O(N) where N is the length of the returned string."});
+  b.add("substr", 4, r, key_at(1), cmd_getrange, {"Get a substring of the string stored at a key", "1.0.0", "O(N) where N is the length of the returned string."});
   b.add("setrange", 4, w, key_at(1), cmd_setrange, {"Overwrite part of a string at key starting at the specified offset", "2.2.0"});
   b.add("incr", 2, w | kFast, key_at(1), cmd_incr, {"Increment the integer value of a key by one", "1.0.0"});
   b.add("decr", 2, w | kFast, key_at(1), cmd_decr, {"Decrement the integer value of a key by one", "1.0.0"});

@@ -22,6 +22,9 @@ void register_all_commands(CommandTable& table) {
   register_tier_family(table);
   register_kv_family(table);
   register_cluster_family(table);
+  register_transaction_family(table);
+  register_bit_family(table);
+  register_lcs_command(table);
 }
 
 std::string key_elsewhere(CommandContext& ctx, std::string_view key) {
@@ -95,6 +98,26 @@ const char* string_encoding(const tiering::Value& value) {
   std::string_view v = value.view();
   if (v.size() <= 20 && parse_int(v)) return "int";
   return v.size() <= 44 ? "embstr" : "raw";
+}
+
+size_t grown_capacity(size_t size) {
+  return size < (1u << 20) ? size * 2 : size + (1u << 20);
+}
+
+Writable Writable::of(CommandContext& ctx, tiering::KeyLock& lock,
+                      const tiering::KeyLock::Item* item, size_t size) {
+  if (tiering::Value* v = lock.writable_in_place(item, size)) return {v, {}};
+  const tiering::ValueRef& old = item->second.value;
+  tiering::ValueRef grown = new_value(ctx, old->size(), grown_capacity(size));
+  std::memcpy(grown->data(), old->data(), old->size());
+  tiering::Value* bytes = grown.get();
+  return {bytes, std::move(grown)};
+}
+
+void Writable::publish(tiering::KeyLock& lock, const tiering::KeyLock::Item* item) {
+  bytes->set_modified();
+  if (grown) lock.set_value(item, std::move(grown));
+  else lock.modified(item);
 }
 
 }  // namespace server

@@ -4,7 +4,7 @@
 // cmd_string.cc (strings), cmd_keyspace.cc (generic key commands and expiry),
 // cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
-// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE).
+// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...).
 #pragma once
 
 #include <initializer_list>
@@ -13,6 +13,7 @@
 
 #include "resp/keepalive.h"
 #include "server/command.h"
+#include "tiering/key_lock.h"
 #include "tiering/value.h"
 
 namespace server {
@@ -69,6 +70,10 @@ void register_memory_family(CommandTable& table);
 void register_tier_family(CommandTable& table);
 void register_kv_family(CommandTable& table);
 void register_cluster_family(CommandTable& table);
+void register_transaction_family(CommandTable& table);
+void register_bit_family(CommandTable& table);
+/// LCS (cmd_lcs.cc), in the string group.
+void register_lcs_command(CommandTable& table);
 
 /// For a batch that routes each key itself (kPerKeySlots): "" when this node serves `key`'s
 /// slot, else the error entry to reply in the key's place: "MOVED <slot> <host:port>", or
@@ -100,6 +105,25 @@ tiering::ValueRef make_value(const CommandContext& ctx, std::string_view bytes);
 /// eviction per maxmemory-policy failed, throws std::bad_alloc (the pipeline replies -OOM).
 /// See Server::allocate_value.
 tiering::ValueRef new_value(const CommandContext& ctx, size_t size, size_t capacity = 0);
+
+/// Redis's sds growth (sdsMakeRoomFor): double below 1 MiB, then +1 MiB.
+size_t grown_capacity(size_t size);
+
+/// The bytes a command that changes a string in place writes into (APPEND, SETRANGE, SETBIT,
+/// BITFIELD): the value of `item` itself when the entry holds the only reference and its block
+/// has room for `size` bytes, else a grown copy of it (allocated under the lock: a full region
+/// throws NeedRoom before anything changed, and the pipeline runs the command again once it
+/// made room). The caller writes and resizes; publish() then makes the change one kSet.
+struct Writable {
+  tiering::Value* bytes;
+  tiering::ValueRef grown;  ///< set when a copy was made
+
+  /// The bytes to change `item`'s value through, with room for `size` bytes.
+  static Writable of(CommandContext& ctx, tiering::KeyLock& lock,
+                     const tiering::KeyLock::Item* item, size_t size);
+  /// Announces the change (set_value of the copy, or modified() in place).
+  void publish(tiering::KeyLock& lock, const tiering::KeyLock::Item* item);
+};
 
 /// OBJECT ENCODING of a string value: "int", "embstr" (<= 44 bytes) or "raw" (longer, or
 /// changed in place by APPEND/SETRANGE), as Redis.

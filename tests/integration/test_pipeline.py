@@ -173,6 +173,20 @@ SAMPLES = {
     "cluster|saveconfig": (["CLUSTER", "SAVECONFIG", "x"], None),
     "cluster|count-failure-reports": (["CLUSTER", "COUNT-FAILURE-REPORTS", "x"], None),
     "cluster|links": (["CLUSTER", "LINKS", "x"], None),
+    "multi": (["MULTI", "x"], None),
+    "exec": (["EXEC", "x"], None),
+    "discard": (["DISCARD", "x"], None),
+    "watch": (["WATCH", "a", "b"], ["a", "b"]),
+    "unwatch": (["UNWATCH", "x"], None),
+    "lcs": (["LCS", "a", "b", "LEN"], ["a", "b"]),
+    "substr": (["SUBSTR", "k", "0", "1"], ["k"]),
+    "setbit": (["SETBIT", "k", "7", "1"], ["k"]),
+    "getbit": (["GETBIT", "k", "7"], ["k"]),
+    "bitcount": (["BITCOUNT", "k", "0", "-1", "BIT"], ["k"]),
+    "bitpos": (["BITPOS", "k", "1", "0"], ["k"]),
+    "bitop": (["BITOP", "AND", "d", "a", "b"], ["d", "a", "b"]),
+    "bitfield": (["BITFIELD", "k", "GET", "u8", "0"], ["k"]),
+    "bitfield_ro": (["BITFIELD_RO", "k", "GET", "u8", "0"], ["k"]),
 }
 
 

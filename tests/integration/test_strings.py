@@ -262,6 +262,16 @@ def test_append_strlen(r, c):
     assert 98 <= r.ttl("t") <= 100  # APPEND keeps the TTL
 
 
+def test_substr(r, c):
+    """SUBSTR: Redis 7.0's deprecated name of GETRANGE, same handler."""
+    r.set("k", "hello")
+    for args in (("0", "-1"), ("1", "3"), ("-3", "-1"), ("3", "1"), ("5", "10")):
+        assert c.call_raw("SUBSTR", "k", *args) == c.call_raw("GETRANGE", "k", *args)
+    assert c.call_raw("SUBSTR", "nokey", "0", "-1") == b"$0\r\n\r\n"
+    assert c.call("SUBSTR", "k", "x", "1") == ERR_NOT_INT
+    assert c.call("SUBSTR", "k", "1") == arity_err("substr")
+
+
 def test_getrange(r, c):
     r.set("k", "hello")
     assert c.call("GETRANGE", "k", "0", "-1") == b"hello"
