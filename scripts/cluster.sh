@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A local stratakv cluster on loopback ports, for trying things out and for the tests
-# (docs/cluster.md, "A local cluster"):
+# (docs/cluster.md, "Operating a cluster"):
 #
 #   scripts/cluster.sh up N [--replicas R] [--base-port P]   etcd + N*(1+R) nodes on ports
 #                                                            P, P+1, ... (default 7000); the
@@ -10,7 +10,8 @@
 #
 # State (etcd's data, each node's directory and log, pids) lives in $STRATAKV_CLUSTER_DIR
 # (default /tmp/stratakv-cluster). etcd listens on 127.0.0.1:P+1000 (peer P+1001). Binaries come
-# from $BUILD_DIR (default build/release; built when missing).
+# from $BUILD_DIR (default build/release; built when missing). Each node loads
+# conf/stratakv.toml (the SSD tier under its own directory), then the options above.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -18,7 +19,7 @@ STATE=${STRATAKV_CLUSTER_DIR:-/tmp/stratakv-cluster}
 BUILD_DIR=${BUILD_DIR:-$ROOT/build/release}
 PREFIX=/stratakv/local
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 admin() { "$BUILD_DIR/bin/stratakv-admin" --etcd "$(cat "$STATE/etcd.url")" --prefix "$PREFIX" "$@"; }
 
@@ -36,8 +37,8 @@ up() {
   local replicas=0 base=7000
   while (( $# )); do
     case "$1" in
-      --replicas) replicas=$2; shift 2 ;;
-      --base-port) base=$2; shift 2 ;;
+      --replicas) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage; replicas=$2; shift 2 ;;
+      --base-port) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage; base=$2; shift 2 ;;
       *) usage ;;
     esac
   done
@@ -48,9 +49,16 @@ up() {
     scripts/build.sh release >/dev/null
   fi
   command -v etcd >/dev/null || { echo "cluster.sh: etcd is missing (scripts/install-deps.sh)" >&2; exit 1; }
+  local etcd_port=$((base + 1000)) peer_port=$((base + 1001))
+  local total=$((n * (1 + replicas))) p
+  # Every port must be free: something answering on one would pass for a node.
+  for p in $(seq "$base" $((base + total - 1))) "$etcd_port" "$peer_port"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "cluster.sh: port $p is in use; choose another --base-port" >&2; exit 1
+    fi
+  done
   mkdir -p "$STATE"
   : > "$STATE/pids"
-  local etcd_port=$((base + 1000)) peer_port=$((base + 1001))
   echo "http://127.0.0.1:$etcd_port" > "$STATE/etcd.url"
   etcd --name local --data-dir "$STATE/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -62,11 +70,11 @@ up() {
     echo "cluster.sh: etcd did not start; the end of its log:" >&2
     tail -20 "$STATE/etcd.log" >&2; down; exit 1; }
 
-  local total=$((n * (1 + replicas)))
   for ((i = 0; i < total; i++)); do
     local port=$((base + i)) dir="$STATE/node-$((base + i))"
     mkdir -p "$dir"
-    "$BUILD_DIR/bin/stratakv-server" --port "$port" --bind 127.0.0.1 --dir "$dir" \
+    "$BUILD_DIR/bin/stratakv-server" "$ROOT/conf/stratakv.toml" --port "$port" --bind 127.0.0.1 \
+      --dir "$dir" --tiering.ssd.path "$dir/ssd" \
       --unixsocket "$dir/stratakv.sock" --cluster-enabled yes \
       --cluster.etcd.endpoints "http://127.0.0.1:$etcd_port" --cluster.etcd.prefix "$PREFIX" \
       --memory.capacity "${NODE_MEMORY:-1gb}" >"$dir/server.log" 2>&1 &
@@ -77,10 +85,10 @@ up() {
       echo "cluster.sh: node on port $((base + i)) did not start; the end of its log:" >&2
       tail -20 "$STATE/node-$((base + i))/server.log" >&2; down; exit 1; }
   done
-  admin create --shards "$n" --replicas "$replicas" --wait 30
+  admin create --shards "$n" --replicas "$replicas" --wait 30 || { down >/dev/null; exit 1; }
   for ((i = 0; i < total; i++)); do
     wait_for 30 bash -c "redis-cli -p $((base + i)) cluster info | grep -q cluster_state:ok" || {
-      echo "cluster.sh: node on port $((base + i)) did not take the topology" >&2; exit 1; }
+      echo "cluster.sh: node on port $((base + i)) did not take the topology" >&2; down; exit 1; }
   done
   echo "cluster up: $n shard(s) x $((1 + replicas)) node(s); seed 127.0.0.1:$base" \
        "(redis-cli -c -p $base; stratakv redis+cluster://127.0.0.1:$base)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the benchmarks need.
+# Installs every Debian package the build, the tests and the benchmarks need; with --tests also
+# the npm packages of the tests (tests/clients/node).
 # Idempotent and quick when everything is present (no apt-get call at all then).
 set -euo pipefail
 
@@ -35,7 +36,7 @@ for p in "${packages[@]}"; do
 done
 command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
-  install_node_clients
+  if [ "${1:-}" = "--tests" ]; then install_node_clients; fi
   exit 0
 fi
 
@@ -45,4 +46,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-install_node_clients
+if [ "${1:-}" = "--tests" ]; then install_node_clients; fi

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
 
 # ctest's -L and -LE take regular expressions that match anywhere in a label ("unit|single"
 # would also pick a label "community"): anchor them.

@@ -70,7 +70,7 @@ Url parse_url(std::string_view text) {
     url.scheme = Url::Scheme::kUnix;
     rest = text.substr(7);
   } else {
-    bad(text, "the scheme must be redis:// or unix://");
+    bad(text, "the scheme must be redis://, unix:// or redis+cluster://");
   }
   const size_t q = rest.find('?');
   if (q != std::string_view::npos) {
