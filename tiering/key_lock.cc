@@ -22,6 +22,14 @@ KeyLock::KeyLock(Keyspace& ks, std::span<const std::string_view> keys, int64_t n
   for (size_t i : locked_) ks_.shard(i).mu.lock();
 }
 
+void KeyLock::hand_over_to_transaction() {
+  std::vector<ValueRef>* to = ShardMutex::reentrant()->garbage;
+  if (to == nullptr) return;
+  if (garbage_one_) to->push_back(std::move(garbage_one_));
+  for (ValueRef& v : garbage_) to->push_back(std::move(v));
+  garbage_.clear();
+}
+
 void KeyLock::unlock_all() {
   for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) ks_.shard(*it).mu.unlock();
 }

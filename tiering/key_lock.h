@@ -44,9 +44,10 @@ class KeyLock {
     if (!locked_.empty()) unlock_all();
     else if (single_ != SIZE_MAX) ks_.shard(single_).mu.unlock();
     // garbage_ is destroyed after this body: the values go with no shard lock held. Inside a
-    // transaction (ExecLock) its shards stay locked: the values go after the transaction's.
-    if (const ShardMutex::Reentrant* r = ShardMutex::reentrant(); r != nullptr && r->garbage)
-      hand_over(*r->garbage);
+    // transaction (ExecLock) its shards stay locked: the values go after the transaction's
+    // (out of line, so that this destructor stays inline on every command's path).
+    if (ShardMutex::reentrant() != nullptr) [[unlikely]]
+      hand_over_to_transaction();
   }
   KeyLock(const KeyLock&) = delete;
   KeyLock& operator=(const KeyLock&) = delete;
@@ -106,11 +107,8 @@ class KeyLock {
   // Unlocks the shards of a multi-key lock, in descending order.
   void unlock_all();
   static Item* mut(const Item* item) { return const_cast<Item*>(item); }
-  void hand_over(std::vector<ValueRef>& to) {
-    if (garbage_one_) to.push_back(std::move(garbage_one_));
-    for (ValueRef& v : garbage_) to.push_back(std::move(v));
-    garbage_.clear();
-  }
+  // Inside a transaction: moves the released values to the transaction's garbage.
+  void hand_over_to_transaction();
   void keep(ValueRef v) {
     if (!v) return;
     if (!garbage_one_) garbage_one_ = std::move(v);  // most commands: no allocation
