@@ -80,7 +80,10 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   out.writes = (spec->flags & kDenyOom) != 0;
   const SlotOwner& owner = server.slot_owner();
   const bool cluster_mode = owner.cluster_enabled();
-  const bool slot_stage = cluster_mode || !owner.owns_all();
+  // A batch that routes each key itself (kPerKeySlots) has no slot stage: its handler checks
+  // every key once.
+  const bool per_key = (spec->flags & kPerKeySlots) != 0;
+  const bool slot_stage = (cluster_mode || !owner.owns_all()) && !per_key;
   if (slot_stage || server.ssd() != nullptr) CommandTable::keys(*spec, args, out.keys);
   if (server.ssd() != nullptr) {
     out.reads_values = CommandTable::reads_values(*spec, args);
@@ -98,14 +101,11 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   // node serves every slot outside cluster mode nothing is asked, and the slots are not
   // computed (a CRC16 per key: 4% of a 100-byte GET's CPU), as Redis computes them only in
   // cluster mode.
-  if (!slot_stage) {
-    out.verdict = Verdict::kRun;
-    return;
-  }
-  if (spec->flags & kPerKeySlots) {
-    // A batch routes each key itself (its reply has an entry per key): only this node's keys
-    // are left for the later stages (no SSD load for another node's key).
+  if (per_key && !out.keys.empty() && !owner.owns_all()) {
+    // Only this node's keys are left for the SSD tier's stages (no load of another node's key).
     std::erase_if(out.keys, [&](size_t i) { return !owner.owns(cluster::key_slot(args[i])); });
+  }
+  if (!slot_stage) {
     out.verdict = Verdict::kRun;
     return;
   }
