@@ -53,8 +53,11 @@ void cmd_lcs(CommandContext& ctx) {
   if (a.size() >= UINT32_MAX - 1 || b.size() >= UINT32_MAX - 1)
     return ctx.out.error(err::kLcsTooLong);
   const uint64_t alen = a.size(), blen = b.size();
-  const uint64_t cells = (alen + 1) * (blen + 1);
-  if (cells * sizeof(uint32_t) > static_cast<uint64_t>(ctx.server.config().num(Key::kProtoMaxBulkLen)))
+  // The table's bytes, checked without overflow ((2^32)^2 * 4 does not fit 64 bits).
+  uint64_t cells = 0, bytes = 0;
+  if (__builtin_mul_overflow(alen + 1, blen + 1, &cells) ||
+      __builtin_mul_overflow(cells, uint64_t{sizeof(uint32_t)}, &bytes) ||
+      bytes > static_cast<uint64_t>(ctx.server.config().num(Key::kProtoMaxBulkLen)))
     return ctx.out.error(err::kLcsTooBig);
   std::vector<uint32_t> lcs(cells, 0);
   auto at = [&](uint64_t i, uint64_t j) -> uint32_t& { return lcs[j + i * (blen + 1)]; };
