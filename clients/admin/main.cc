@@ -2,8 +2,6 @@
 // (docs/cluster.md, "Operating a cluster"). Every change is one compare-and-swap of the
 // topology record (etcd_store.h) computed by a pure function (plan.h); nodes follow the record
 // by watching it.
-#include <hiredis/hiredis.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "clients/admin/etcd_store.h"
+#include "clients/admin/node_links.h"
 #include "clients/admin/plan.h"
 #include "clients/admin/status.h"
 
@@ -88,22 +87,6 @@ Prints the topology record (the JSON of docs/cluster.md) as etcd holds it.
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "stratakv-admin: %s\n", message.c_str());
   std::exit(1);
-}
-
-// Keys of one slot on `n` (CLUSTER COUNTKEYSINSLOT); -1 when the node does not answer.
-long long count_keys(const cluster::NodeAddress& n, uint16_t slot) {
-  const timeval timeout{2, 0};
-  redisContext* c = redisConnectWithTimeout(n.host.c_str(), n.port, timeout);
-  if (c == nullptr || c->err) {
-    if (c) redisFree(c);
-    return -1;
-  }
-  redisSetTimeout(c, timeout);
-  auto* r = static_cast<redisReply*>(redisCommand(c, "CLUSTER COUNTKEYSINSLOT %d", int{slot}));
-  const long long keys = r != nullptr && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-  if (r) freeReplyObject(r);
-  redisFree(c);
-  return keys;
 }
 
 struct Args {
@@ -241,14 +224,15 @@ int main(int argc, char** argv) {
       const cluster::SlotRange range = admin::parse_range(args.words[0]);
       const cluster::Topology t = store.update([&](const std::optional<cluster::Topology>& now) {
         if (!now) throw admin::PlanError("the cluster has no topology yet");
-        // Every slot must be empty on the node serving it now.
+        // Every slot must be empty on the node serving it now (one connection per node).
         const cluster::SlotMap map(*now);
+        admin::NodeLinks nodes(2000);
         for (uint32_t s = range.first; s <= range.last; ++s) {
           const uint16_t shard = map.shard_of(static_cast<uint16_t>(s));
           if (shard == cluster::SlotMap::kNoShard) continue;
           const cluster::NodeAddress* p = now->node(now->shards[shard].primary);
           if (p == nullptr) continue;
-          const long long keys = count_keys(*p, static_cast<uint16_t>(s));
+          const long long keys = nodes.count_keys(*p, static_cast<uint16_t>(s));
           if (keys != 0)
             throw admin::PlanError(
                 "slot " + std::to_string(s) + (keys < 0 ? ": its node " + p->host + ":" +

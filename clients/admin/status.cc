@@ -3,43 +3,15 @@
 // each node's INFO (asked over RESP with a 1 s timeout; a node that does not answer shows "-").
 #include "clients/admin/status.h"
 
-#include <hiredis/hiredis.h>
-
 #include <cstdio>
 #include <map>
 #include <string>
 
+#include "clients/admin/node_links.h"
+
 namespace admin {
 
 namespace {
-
-// Fields of a node's INFO, by name ("db0" holds "keys=N,...").
-std::map<std::string, std::string> probe(const cluster::NodeAddress& n) {
-  std::map<std::string, std::string> fields;
-  const timeval timeout{1, 0};
-  redisContext* c = redisConnectWithTimeout(n.host.c_str(), n.port, timeout);
-  if (c == nullptr || c->err) {
-    if (c) redisFree(c);
-    return fields;
-  }
-  redisSetTimeout(c, timeout);
-  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO everything"));
-  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
-    std::string text(reply->str, reply->len);
-    size_t at = 0;
-    while (at < text.size()) {
-      size_t end = text.find("\r\n", at);
-      if (end == std::string::npos) end = text.size();
-      const std::string line = text.substr(at, end - at);
-      if (const size_t colon = line.find(':'); colon != std::string::npos && line[0] != '#')
-        fields[line.substr(0, colon)] = line.substr(colon + 1);
-      at = end + 2;
-    }
-  }
-  if (reply) freeReplyObject(reply);
-  redisFree(c);
-  return fields;
-}
 
 std::string keys_of(const std::map<std::string, std::string>& info) {
   auto it = info.find("db0");
@@ -68,6 +40,7 @@ std::string ranges_text(const cluster::Shard& s) {
 
 void print_status(const std::optional<cluster::Topology>& topology,
                   const std::vector<Registered>& registered, std::FILE* out) {
+  NodeLinks nodes(1000);
   std::map<std::string, const Registered*> by_id;
   for (const Registered& r : registered) by_id[r.record.address.id] = &r;
   if (!topology) {
@@ -82,7 +55,7 @@ void print_status(const std::optional<cluster::Topology>& topology,
                "ROLE", "ID", "KEYS", "MEMORY", "SSD_BYTES", "LEASE", "VER");
   auto row = [&](const std::string& shard, const std::string& slots,
                  const cluster::NodeAddress& n, const char* role) {
-    const auto info = probe(n);
+    const auto info = nodes.info(n);
     auto reg = by_id.find(n.id);
     const std::string lease =
         reg == by_id.end() ? "none" : (reg->second->lease_ttl_left_s >= 0
