@@ -11,6 +11,10 @@ Fixtures:
                 config (in names "_" becomes "-" and "__" a dot:
                 memory__capacity="64mb"), stopped at teardown.
   target        "stratakv" or "redis".
+  redis_srv     module-scoped redis-server (Redis 7.0) beside the target, for tests that compare
+                the two in one run; skips when there is none.
+  same          same(*args) -> stratakv's raw reply to `args`, asserted byte-equal to
+                redis-server's (both flushed first); same.pair(resp3) for other protocols.
 """
 
 import shutil
@@ -25,7 +29,8 @@ if str(HERE) not in sys.path:
 
 import harness  # noqa: E402
 from harness import (  # noqa: E402
-    TARGET, _RUNNING, _STOPPED_IN_TEST, launch_server, server_binary, stop_servers,
+    TARGET, _RUNNING, _STOPPED_IN_TEST, launch_redis, launch_server, redis_binary, server_binary,
+    stop_servers,
 )
 
 
@@ -119,3 +124,34 @@ def start_server():
 
     yield start
     stop_servers(*started)
+
+
+@pytest.fixture(scope="module")
+def redis_srv():
+    if redis_binary() is None:
+        pytest.skip("no redis-server to compare with")
+    srv = launch_redis()
+    yield srv
+    stop_servers(srv)
+
+
+@pytest.fixture
+def same(r, raw, redis_srv):
+    """same(*args): stratakv's raw reply, asserted byte-equal to redis-server's. Both servers
+    are flushed first. same.pair(resp3=True) gives another comparator on a fresh pair of
+    connections in that protocol."""
+    redis_srv.raw().call("FLUSHALL")
+
+    def make(resp3=False):
+        ours, theirs = raw(resp3=resp3), raw(redis_srv, resp3=resp3)
+
+        def call(*args):
+            mine, ref = ours.call_raw(*args), theirs.call_raw(*args)
+            assert mine == ref, "%r: stratakv %r, redis %r" % (args, mine, ref)
+            return mine
+
+        return call
+
+    call = make()
+    call.pair = make
+    return call

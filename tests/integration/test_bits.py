@@ -6,31 +6,10 @@ import random
 
 import pytest
 
-from harness import TARGET, launch_redis, stop_servers
+from harness import TARGET
 
 pytestmark = pytest.mark.skipif(TARGET == "redis",
                                 reason="compares stratakv with redis-server side by side")
-
-
-@pytest.fixture(scope="module")
-def redis_srv():
-    srv = launch_redis()
-    yield srv
-    stop_servers(srv)
-
-
-@pytest.fixture
-def same(r, raw, redis_srv):
-    """same(*args): the raw reply of stratakv, asserted equal to redis-server's."""
-    redis_srv.raw().call("FLUSHALL")
-    ours, theirs = raw(), raw(redis_srv)
-
-    def call(*args):
-        mine, ref = ours.call_raw(*args), theirs.call_raw(*args)
-        assert mine == ref, "%r: stratakv %r, redis %r" % (args, mine, ref)
-        return mine
-
-    return call
 
 
 def test_setbit_getbit(same):

@@ -5,27 +5,15 @@ import random
 
 import pytest
 
-from harness import TARGET, launch_redis, stop_servers
+from harness import TARGET
 
 pytestmark = pytest.mark.skipif(TARGET == "redis",
                                 reason="compares stratakv with redis-server side by side")
 
 
-@pytest.fixture(scope="module")
-def redis_srv():
-    srv = launch_redis()
-    yield srv
-    stop_servers(srv)
-
-
 @pytest.mark.parametrize("resp3", [False, True])
-def test_lcs(r, raw, redis_srv, resp3):
-    redis_srv.raw().call("FLUSHALL")
-    ours, theirs = raw(resp3=resp3), raw(redis_srv, resp3=resp3)
-
-    def same(*args):
-        mine, ref = ours.call_raw(*args), theirs.call_raw(*args)
-        assert mine == ref, "%r: stratakv %r, redis %r" % (args, mine, ref)
+def test_lcs(same, resp3):
+    same = same.pair(resp3)
 
     rnd = random.Random(15)
     pairs = [("ohmytext", "mynewtext"), ("", "abc"), ("abc", "abc"), ("abc", "xyz"),

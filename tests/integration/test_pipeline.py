@@ -190,15 +190,6 @@ SAMPLES = {
 }
 
 
-@pytest.fixture(scope="module")
-def redis_srv():
-    if redis_binary() is None:
-        pytest.skip("no redis-server to compare with")
-    srv = launch_redis()
-    yield srv
-    stop_servers(srv)
-
-
 def command_names(c):
     """Every command and subcommand COMMAND lists, with whether its entry says it takes keys
     (a key range, key specs, or movablekeys)."""

@@ -16,13 +16,6 @@ pytestmark = pytest.mark.skipif(TARGET == "redis",
                                 reason="compares stratakv with redis-server side by side")
 
 
-@pytest.fixture(scope="module")
-def redis_srv():
-    srv = launch_redis()
-    yield srv
-    stop_servers(srv)
-
-
 class Pair:
     """The same client on both servers: every call's raw reply must be identical."""
 
