@@ -43,6 +43,17 @@ inline constexpr std::string_view kClusterDisabled =
     "ERR This instance has cluster support disabled";
 inline constexpr std::string_view kInvalidSlotOrCount = "ERR Invalid slot or number of keys";
 inline constexpr std::string_view kInvalidSlotArg = "ERR Invalid slot";
+inline constexpr std::string_view kNotAMaster = "ERR The specified node is not a master";
+/// "ERR Unknown node <id>" (cluster.c CLUSTER REPLICAS).
+inline std::string unknown_node(std::string_view id) {
+  return "ERR Unknown node " + std::string(id);
+}
+/// stratakv's own: a gossip cluster's subcommand (MEET, ADDSLOTS, ...; `name` upper case).
+inline std::string gossip_only(std::string_view name) {
+  return "ERR CLUSTER " + std::string(name) +
+         " is not supported: the cluster's topology is kept in etcd; change it with "
+         "stratakv-admin (docs/cluster.md)";
+}
 inline constexpr std::string_view kMaxClients = "ERR max number of clients reached";
 inline constexpr std::string_view kExpireFlags =
     "ERR NX and XX, GT or LT options at the same time are not compatible";

@@ -168,10 +168,10 @@ void cluster_replicas(CommandContext& ctx) {
   if (!view) return;
   const cluster::Topology& t = *view->topology;
   const std::string_view id = ctx.args[2];
-  if (t.node(id) == nullptr) return ctx.out.error("ERR Unknown node " + std::string(id));
+  if (t.node(id) == nullptr) return ctx.out.error(err::unknown_node(id));
   const cluster::Shard* shard = t.shard_of_node(id);
   if (shard == nullptr || shard->primary != id)
-    return ctx.out.error("ERR The specified node is not a master");
+    return ctx.out.error(err::kNotAMaster);
   std::vector<std::string> lines;
   for (const std::string& r : shard->replicas)
     if (const cluster::NodeAddress* n = t.node(r)) lines.push_back(node_line(*view, *n) + "\n");
@@ -254,9 +254,7 @@ void cluster_gossip_only(CommandContext& ctx) {
   if (!view_or_reply(ctx)) return;
   std::string name(ctx.args[1]);
   for (char& c : name) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
-  ctx.out.error("ERR CLUSTER " + name +
-                " is not supported: the cluster's topology is kept in etcd; change it with "
-                "stratakv-admin (docs/cluster.md)");
+  ctx.out.error(err::gossip_only(name));
 }
 
 void cluster_help(CommandContext& ctx) {
