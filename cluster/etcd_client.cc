@@ -25,6 +25,22 @@ Json put_request(std::string_view key, std::string_view value, int64_t lease_id)
 
 }  // namespace
 
+std::vector<std::string> parse_endpoints(std::string_view list) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= list.size();) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view e = list.substr(at, comma - at);
+    while (!e.empty() && e.front() == ' ') e.remove_prefix(1);
+    while (!e.empty() && e.back() == ' ') e.remove_suffix(1);
+    if (!e.empty())
+      out.push_back(e.find("://") == std::string_view::npos ? "http://" + std::string(e)
+                                                            : std::string(e));
+    at = comma + 1;
+  }
+  return out;
+}
+
 EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 EtcdClient::~EtcdClient() = default;

@@ -47,6 +47,11 @@ struct EtcdOptions {
   std::chrono::milliseconds timeout{2000};
 };
 
+/// The endpoints of a comma-separated list ("10.0.0.1:2379, https://etcd:2379"): blanks
+/// trimmed, empty items skipped, "http://" added where no scheme is given. The form of the
+/// server's `cluster.etcd.endpoints` and of stratakv-admin's --etcd.
+std::vector<std::string> parse_endpoints(std::string_view list);
+
 /// No endpoint answered (connection refused, timeout, TLS failure, gRPC UNAVAILABLE), or a
 /// watch stream broke. The message names each endpoint's failure. Retry later.
 class EtcdUnavailable : public std::runtime_error {

@@ -128,19 +128,7 @@ ClusterState::EtcdLink ClusterState::etcd_link() const {
 
 std::optional<std::string> ClusterState::start_etcd() {
   cluster::AgentOptions o;
-  std::string endpoints = config_.str(Key::kClusterEtcdEndpoints);
-  for (size_t at = 0; at <= endpoints.size();) {
-    size_t comma = endpoints.find(',', at);
-    if (comma == std::string::npos) comma = endpoints.size();
-    std::string e = endpoints.substr(at, comma - at);
-    while (!e.empty() && e.front() == ' ') e.erase(e.begin());
-    while (!e.empty() && e.back() == ' ') e.pop_back();
-    if (!e.empty()) {
-      if (e.find("://") == std::string::npos) e = "http://" + e;
-      o.etcd.endpoints.push_back(e);
-    }
-    at = comma + 1;
-  }
+  o.etcd.endpoints = cluster::parse_endpoints(config_.str(Key::kClusterEtcdEndpoints));
   o.etcd.user = config_.str(Key::kClusterEtcdUser);
   o.etcd.password = config_.str(Key::kClusterEtcdPassword);
   o.etcd.ca_file = config_.str(Key::kClusterEtcdCaFile);

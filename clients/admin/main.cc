@@ -157,14 +157,7 @@ int main(int argc, char** argv) {
     return std::string(def);
   };
   cluster::EtcdOptions etcd;
-  std::string urls = opt("etcd", "STRATAKV_ETCD", "http://127.0.0.1:2379");
-  for (size_t from = 0; from <= urls.size();) {
-    size_t comma = urls.find(',', from);
-    if (comma == std::string::npos) comma = urls.size();
-    std::string u = urls.substr(from, comma - from);
-    if (!u.empty()) etcd.endpoints.push_back(u.find("://") == std::string::npos ? "http://" + u : u);
-    from = comma + 1;
-  }
+  etcd.endpoints = cluster::parse_endpoints(opt("etcd", "STRATAKV_ETCD", "http://127.0.0.1:2379"));
   etcd.user = opt("user", nullptr, "");
   etcd.password = opt("password", nullptr, "");
   etcd.ca_file = opt("ca-file", nullptr, "");

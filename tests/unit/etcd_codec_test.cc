@@ -104,3 +104,12 @@ TEST_CASE("gateway replies: 64-bit integers as strings, errors in both forms") {
   CHECK(message == "no leader");
   CHECK_FALSE(detail::error_of(Json::parse(R"({"header":{}})"), code, message));
 }
+
+TEST_CASE("parse_endpoints: comma-separated, trimmed, http:// where no scheme") {
+  using V = std::vector<std::string>;
+  CHECK(cluster::parse_endpoints("") == V{});
+  CHECK(cluster::parse_endpoints("127.0.0.1:2379") == V{"http://127.0.0.1:2379"});
+  CHECK(cluster::parse_endpoints(" a:1 , https://b:2,,c:3 ") ==
+        V{"http://a:1", "https://b:2", "http://c:3"});
+  CHECK(cluster::parse_endpoints(",") == V{});
+}
