@@ -58,6 +58,10 @@ void Connection::exec(CommandContext& ctx) {
     if (touches_keyspace_without_keys(*q.spec)) all = true;
     CommandTable::keys(*q.spec, q.req.args(), at);
     for (size_t i : at) keys.push_back(q.req[i]);
+    // The bytes the client sent, not what a command claims it will write (KV.PUT's lengths are
+    // checked only when it runs): room made on a claim alone would let a queued KV.PUT of a
+    // made-up length evict the cache. What this misses, the NeedRoom retry below makes room
+    // for, for the real allocation.
     if (q.spec->flags & kDenyOom)
       for (size_t i = 1; i < q.req.size(); ++i) write_bytes += q.req[i].size();
   }
