@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import launch_redis, redis_binary, stop_servers
+from harness import Server, launch_redis, launch_server, redis_binary, stop_servers
 from resp_util import Err, Simple, Verbatim
 
 OK = Simple("OK")
@@ -38,7 +38,6 @@ def redis_cluster():
 
 @pytest.fixture(scope="module")
 def node():
-    from harness import launch_server
     srv = launch_server(cluster_enabled="yes")
     yield srv
     stop_servers(srv)
@@ -201,8 +200,7 @@ def test_node_id_is_kept_across_restarts(start_server):
     assert srv.raw().call("CLUSTER", "MYID") == first
 
 
-def test_a_malformed_node_id_file_stops_the_start(start_server):
-    from harness import Server
+def test_a_malformed_node_id_file_stops_the_start():
     srv = Server(cluster_enabled="yes")
     (srv.workdir / "nodes.conf").write_text("id not-an-id\n")
     with pytest.raises(RuntimeError) as e:
