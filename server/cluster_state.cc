@@ -251,6 +251,10 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
     const cluster::NodeAddress* primary =
         shard == nullptr || shard->primary.empty() ? nullptr : topology->node(shard->primary);
     if (shard != nullptr) view->slots_assigned += count;
+    // A replica holds its shard's keys: READONLY connections read them here.
+    owner_.set_replica_slots(f, l, shard != nullptr && view->my_shard >= 0 &&
+                                       shard_index == static_cast<uint16_t>(view->my_shard) &&
+                                       !view->i_am_primary);
     if (primary == nullptr) {
       owner_.unserve(f, l);
     } else {
@@ -263,6 +267,12 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
   view->ok = view->slots_ok == cluster::kSlots ||
              config_.num(Key::kClusterRequireFullCoverage) == 0;
   owner_.set_cluster_down(!view->ok);
+  // Follow this node's role: a replica replicates from its shard's primary.
+  if (role_hook_ && view->my_shard >= 0) {
+    const cluster::Shard& mine = topology->shards[static_cast<size_t>(view->my_shard)];
+    if (view->i_am_primary) role_hook_(nullptr);
+    else if (const cluster::NodeAddress* p = topology->node(mine.primary)) role_hook_(p);
+  }
   view_.store(std::move(view));
   log::notice("cluster: serving topology version " + std::to_string(topology->version) + " (" +
               std::to_string(topology->shards.size()) + " shards, " +

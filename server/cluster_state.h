@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,14 @@ class ClusterState {
   /// A topology that does not name this node leaves it serving no slot. Thread-safe.
   bool apply(std::shared_ptr<const cluster::Topology> topology);
 
+  /// What this node's role is in each topology it serves: called by apply() (under its lock,
+  /// in topology order) with the primary's address when this node is a replica of a shard,
+  /// or null when it is a shard's primary. Not called for a node in no shard. Set before
+  /// start().
+  void set_role_hook(std::function<void(const cluster::NodeAddress* primary)> hook) {
+    role_hook_ = std::move(hook);
+  }
+
   /// The topology's source for INFO cluster: "etcd", "file" or "self".
   const char* source() const { return source_; }
 
@@ -101,6 +110,7 @@ class ClusterState {
   const bool enabled_;
   cluster::NodeAddress self_;
   const char* source_ = "self";
+  std::function<void(const cluster::NodeAddress* primary)> role_hook_;
   std::mutex apply_mu_;  // one apply() at a time (the view's swap itself is atomic)
   std::atomic<std::shared_ptr<const ClusterView>> view_;
   std::unique_ptr<cluster::TopologyAgent> agent_;  // etcd mode

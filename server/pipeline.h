@@ -54,6 +54,7 @@ struct PreparedCommand {
     kCrossSlot,          ///< CROSSSLOT Keys in request don't hash to the same slot
     kClusterDownUnbound, ///< CLUSTERDOWN Hash slot not served (cluster mode)
     kClusterDownState,   ///< CLUSTERDOWN The cluster is down (cluster mode)
+    kReadOnlyReplica,    ///< READONLY You can't write against a read only replica.
   };
 
   Verdict verdict = Verdict::kUnknownCommand;
