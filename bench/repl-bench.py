@@ -159,6 +159,7 @@ def main():
     ap.add_argument("--redis", default=shutil.which("redis-server"))
     ap.add_argument("--bulkbench", default=os.path.join(BUILD, "bin", "stratakv-bulkbench"))
     a = ap.parse_args()
+    a.server, a.bulkbench = os.path.abspath(a.server), os.path.abspath(a.bulkbench)
     rows = {"stratakv": run_target("stratakv", a.server, a.bulkbench, a.size, a.count, a.keys)}
     if a.redis:
         rows["redis"] = run_target("redis", a.redis, a.bulkbench, a.size, a.count, a.keys)

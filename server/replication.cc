@@ -1,5 +1,6 @@
 #include "server/replication.h"
 
+#include <algorithm>
 #include <random>
 
 #include "resp/writer.h"
@@ -68,9 +69,14 @@ void Replication::stop() {
 }
 
 void Replication::sync_limits() {
-  if (backlog_)
-    backlog_->set_limits(static_cast<uint64_t>(server_.config().num(Key::kReplBacklogSize)),
-                         kReplicaSlack);
+  if (!backlog_) return;
+  // Frames reference values in the region, so what the backlog holds of overwritten, deleted
+  // or evicted values is memory eviction cannot free: at most an eighth of the memory limit
+  // for resuming, a quarter more for replicas being fed (docs/replication.md, "The backlog").
+  const uint64_t limit = server_.memory_limit();
+  backlog_->set_limits(
+      std::min(static_cast<uint64_t>(server_.config().num(Key::kReplBacklogSize)), limit / 8),
+      std::min(kReplicaSlack, limit / 4));
 }
 
 void Replication::ensure_backlog(uint64_t start_offset) {

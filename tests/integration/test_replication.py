@@ -343,3 +343,56 @@ def test_cluster_replicas_follow_the_topology():
         rc.close()
     finally:
         cl.stop()
+
+
+def test_full_copy_while_the_primary_keeps_writing(pair):
+    """The copy runs while clients write: keys overwritten, deleted and added meanwhile all end
+    equal on the replica (the stream from the copy's offset carries every change as a state)."""
+    import threading
+    primary, replica = pair(attach=False)
+    p = primary.client()
+    for i in range(400):
+        p.set("w%d" % i, os.urandom(20000))
+    stop = threading.Event()
+    writes = [0]
+
+    def writer():
+        c = primary.client()
+        i = 0
+        while not stop.is_set():
+            k = "w%d" % (i % 600)
+            if i % 7 == 0:
+                c.delete(k)
+            elif i % 5 == 0:
+                c.append(k, b"more")
+            else:
+                c.set(k, os.urandom(1000 + i % 30000), px=None if i % 3 else 100000)
+            i += 1
+        writes[0] = i
+        c.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        time.sleep(0.2)
+        assert replica.client().execute_command("REPLICAOF", "127.0.0.1", primary.port) == b"OK"
+        link_up(replica)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join()
+    assert writes[0] > 100
+    converge(primary, replica)
+
+
+def test_evictions_on_the_primary_reach_the_replica(pair):
+    """A replica applies its primary's evictions: after a load past the primary's memory, both
+    hold the same keys (the replica's larger region would have kept them all)."""
+    primary, replica = pair(primary_config={"memory__capacity": "32mb"},
+                            replica_config={"memory__capacity": "128mb"})
+    p = primary.client()
+    for i in range(80):
+        p.set("e%d" % i, os.urandom(1 << 20))  # 80 MiB through a 32 MiB region
+    assert p.info("stats")["evicted_keys"] > 0
+    n = converge(primary, replica)
+    assert n < 80
