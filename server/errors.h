@@ -157,6 +157,11 @@ inline constexpr std::string_view kWaitInReplica =
 inline constexpr std::string_view kPsyncNotStratakv =
     "ERR PSYNC: this primary streams stratakv frames, not an RDB; replicas must be stratakv "
     "nodes (REPLCONF capa stratakv)";
+// stratakv's fencing (docs/replication.md): a primary whose lease in etcd may have expired.
+// CLUSTERDOWN, so that cluster clients refresh their slot map and retry.
+inline constexpr std::string_view kFenced =
+    "CLUSTERDOWN This primary's lease in etcd lapsed: writes are refused until etcd confirms "
+    "it is still primary (fencing)";
 inline constexpr std::string_view kAlreadyConnected = "OK Already connected to specified master";
 
 inline constexpr std::string_view kMultiNested = "ERR MULTI calls can not be nested";

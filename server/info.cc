@@ -262,6 +262,9 @@ void section_cluster(Server& srv, int64_t, std::string* s) {
   field(s, "cluster_etcd_last_contact_ms", link.last_contact_ms);
   field(s, "cluster_etcd_lease_renewed_ms", link.lease_renewed_ms);
   field(s, "cluster_saved_topology_age_s", link.saved_age_s);
+  // Fencing and failover (docs/replication.md).
+  field(s, "cluster_fenced", srv.slot_owner().fenced() ? 1 : 0);
+  field(s, "cluster_failover_promotions", cluster.promotions());
   std::string error = link.last_error;  // one line
   for (char& c : error)
     if (c == '\r' || c == '\n') c = ' ';

@@ -109,11 +109,18 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   // A replica refuses writes from clients (replica-read-only; server.c processCommand checks
   // it after the cluster redirection: a replica in cluster mode redirects writes first).
   // Replication applies its primary's changes through the keyspace, not through here.
-  const bool read_only_replica = (spec->flags & kWrite) != 0 &&
-                                 server.replication().is_replica() &&
-                                 server.config().num(Key::kReplicaReadOnly) != 0;
+  // Fencing (docs/replication.md): a primary whose lease in etcd may have expired refuses
+  // writes, so that it never accepts one after a replica could have taken its place.
+  const bool write = (spec->flags & kWrite) != 0;
+  const Verdict after_slots =
+      !write                                   ? Verdict::kRun
+      : owner.fenced()                         ? Verdict::kFenced
+      : server.replication().is_replica() &&
+              server.config().num(Key::kReplicaReadOnly) != 0
+          ? Verdict::kReadOnlyReplica
+          : Verdict::kRun;
   if (!slot_stage) {
-    out.verdict = read_only_replica ? Verdict::kReadOnlyReplica : Verdict::kRun;
+    out.verdict = after_slots;
     return;
   }
   for (size_t i : out.keys) out.slots.push_back(cluster::key_slot(args[i]));
@@ -144,7 +151,7 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
       return;
     }
   }
-  out.verdict = read_only_replica ? Verdict::kReadOnlyReplica : Verdict::kRun;
+  out.verdict = after_slots;
 }
 
 void prepare(Server& server, const resp::Request& req, bool authenticated,
@@ -195,6 +202,8 @@ void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view>
       return out.error(err::kClusterDownState);
     case Verdict::kReadOnlyReplica:
       return out.error(err::kReadOnlyReplica);
+    case Verdict::kFenced:
+      return out.error(err::kFenced);
   }
 }
 

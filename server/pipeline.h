@@ -55,6 +55,7 @@ struct PreparedCommand {
     kClusterDownUnbound, ///< CLUSTERDOWN Hash slot not served (cluster mode)
     kClusterDownState,   ///< CLUSTERDOWN The cluster is down (cluster mode)
     kReadOnlyReplica,    ///< READONLY You can't write against a read only replica.
+    kFenced,             ///< CLUSTERDOWN ... fenced: a primary whose lease may have expired
   };
 
   Verdict verdict = Verdict::kUnknownCommand;

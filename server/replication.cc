@@ -252,6 +252,12 @@ void Replication::attach(int fd, std::string ip, uint16_t listening_port, const 
   feeds_.push_back(std::move(feed));
 }
 
+uint64_t Replication::applied_offset() const {
+  std::lock_guard lock(mu_);
+  if (replica_.load() && link_) return link_->offset();
+  return backlog_ ? backlog_->offset() : 0;
+}
+
 uint64_t Replication::offset() const {
   std::lock_guard lock(mu_);
   return backlog_ ? backlog_->offset() : 0;

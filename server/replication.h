@@ -71,6 +71,9 @@ class Replication {
   /// Hands a replica's socket (after the PSYNC reply was written) to a new feed.
   void attach(int fd, std::string ip, uint16_t listening_port, const SyncPlan& plan);
 
+  /// What this node has of the stream: a replica's applied offset, a primary's own offset
+  /// (failover ranks replicas by it).
+  uint64_t applied_offset() const;
   /// Bytes of the stream so far (master_repl_offset); 0 when no backlog yet.
   uint64_t offset() const;
   /// Replicas that acknowledged every byte before `offset`.
