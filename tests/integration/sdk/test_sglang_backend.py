@@ -88,6 +88,20 @@ def test_wire_one_prefix_with_pin_one_mget_no_get(srv):
     assert calls(srv, "kv.unpin") == 1
 
 
+def test_staging_holds_a_whole_batch(srv):
+    """The staging limit defaults to SGLang's largest batch (128 pages), so a batch is one
+    KV.MGET per node: 8 MiB pages (Llama-3-8B: 32 layers x 8 KV heads x 128, bf16) -> 1 GiB."""
+    pool = MHAHostPool(1, head_num=8, head_dim=128)
+    assert pool.page_bytes() == 8 << 20
+    b = backend(srv, pool)
+    assert b.page_bytes() == 8 << 20
+    assert b._link.kwargs["max_staging_bytes"] == 128 * (8 << 20)
+    small = backend(srv, MHAHostPool(1, layer_num=2))
+    assert small._link.kwargs["max_staging_bytes"] == 256 << 20
+    given = backend(srv, pool, stratakv_max_staging_bytes=64 << 20)
+    assert given._link.kwargs["max_staging_bytes"] == 64 << 20
+
+
 def test_keys_carry_model_and_rank_and_mla_stores_one_copy(srv, redis_py):
     pool = MHAHostPool(2, layer_num=4)
     fill(pool.kv_buffer, 3)

@@ -80,6 +80,7 @@ class Link:
                              "config or the STRATAKV_URL environment variable")
         self.kwargs = {name: int_option(config, name, default)
                        for name, default in _INT_OPTIONS.items()}
+        self.explicit = {name for name in _INT_OPTIONS if option(config, name) is not None}
         self.kwargs["transport"] = option(config, "transport", "auto")
         password = option(config, "password")
         if password:
@@ -112,6 +113,15 @@ class Link:
             self._client = c
             log.info("stratakv: connected to %s over %s", self.url, c.transport)
             return c
+
+    def set_default(self, name, value):
+        """Sets option `name` unless the config gave it; only before the Client is made
+        (returns whether it was set)."""
+        with self._lock:
+            if name in self.explicit or self._client is not None:
+                return False
+            self.kwargs[name] = value
+            return True
 
     def close(self):
         with self._lock:

@@ -53,6 +53,8 @@ except Exception:  # noqa: BLE001 - not installed (or broken): our stand-in, sam
 log = logging.getLogger("stratakv.integrations.sglang")
 
 UPSTREAM_VERSION = "sglang@001067fffe33427bee0ed2f007fb7551a1d76b44"
+# SGLang's most pages per batched storage call (hicache_storage.STORAGE_BATCH_SIZE).
+STORAGE_BATCH_SIZE = 128
 __all__ = ["StratakvHiCacheStorage", "HiCacheStorage", "HiCacheStorageConfig", "UPSTREAM"]
 
 
@@ -102,6 +104,8 @@ class StratakvHiCacheStorage(HiCacheStorage):
                             by default); -1: no lease
       stratakv_unpin        1 (default): batch_get_v1 ends the leases of the keys it loaded
       stratakv_ttl_ms       expiry of stored pages, ms (0: none; eviction decides)
+    stratakv_max_staging_bytes defaults to SGLang's largest batch (128 pages of the registered
+    pool, at least 256 MiB), so a batch is one KV.MGET per node.
     Raises ValueError when no URL is configured; never raises from the data calls."""
 
     def __init__(self, storage_config, kwargs=None):
@@ -124,7 +128,8 @@ class StratakvHiCacheStorage(HiCacheStorage):
         self._buffers = []     # the Client's Buffer handles of them (kept alive)
         self._stats = _Stats()
         self._link = _link.Link(extra, on_connect=self._on_connect)
-        self._link.client()  # connect now when possible (else on first use)
+        # Connects in register_mem_pool_host (SGLang calls it right after construction), once
+        # the page size is known, or else on first use.
 
     # ---- keys and memory ----------------------------------------------------------------
     def _key(self, key):
@@ -150,12 +155,32 @@ class StratakvHiCacheStorage(HiCacheStorage):
             if size > 0:
                 self._regions.add(ptr, size)
                 self._registered.append((ptr, size))
+        # One KV.MGET per node for a whole batch: the staging buffer must hold SGLang's
+        # largest batch (STORAGE_BATCH_SIZE pages); it grows to that only when used.
+        try:
+            page = self.page_bytes()
+            if page:
+                self._link.set_default("max_staging_bytes", max(256 << 20, STORAGE_BATCH_SIZE * page))
+        except Exception as e:  # noqa: BLE001
+            log.warning("stratakv: cannot size the staging buffer from the host pool: %s", e)
         c = self._link._client
         if c is not None:
             try:
                 self._on_connect(c)
             except Exception as e:  # noqa: BLE001 - registration is an optimisation
                 log.warning("stratakv: registering the host pool failed: %s", e)
+        else:
+            self._link.client()  # connect now when possible (else on first use)
+
+    def page_bytes(self):
+        """Bytes of one page of the registered host pool (0 when unknown)."""
+        import torch
+        pool = self.mem_pool_host
+        size = int(getattr(pool, "page_size", 0) or 0)
+        if not size:
+            return 0
+        ptrs, sizes = pool.get_page_buffer_meta(torch.arange(size, dtype=torch.int64))
+        return sizes * len(ptrs) if isinstance(sizes, int) else sum(int(x) for x in sizes)
 
     def _pages(self, keys, host_indices):
         """Each page's pieces (writable views of the host pool) and its byte length."""
