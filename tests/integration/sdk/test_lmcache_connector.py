@@ -2,7 +2,8 @@
 drives it (async calls on an event loop, memory objects from its CPU backend; engine_doubles):
 256-token chunks of 32 layers x K/V in bf16, fp16, fp32, a partial last chunk, one key per
 chunk, misses in the middle, prefix answers with pins, the wire (one KV.PREFIX, one KV.MPUT,
-one KV.MGET), a reader that never saw a chunk, a server restart (misses, never exceptions)."""
+one KV.MGET), a reader that never saw a chunk, pins surviving an eviction storm, a server
+restart (misses, never exceptions)."""
 
 import asyncio
 import shutil
@@ -136,6 +137,46 @@ def test_allocation_failure_is_a_miss(srv):
         await c.close()
         await r.close()
     run(main())
+
+
+def test_pinned_lookup_survives_an_eviction_storm():
+    workdir = Path(tempfile.mkdtemp(prefix="stratakv-lmcache-evict-"))
+    sock = workdir / "s.sock"
+    srv = harness.launch_server(unixsocket=str(sock), memory__capacity="64mb")
+    srv.socket_path = str(sock)
+    try:
+        cpu = LocalCPUBackend()
+        shape = torch.Size([2, 8, 256, 128])  # 1 MiB chunks (bf16)
+
+        def chunks(seed0):
+            out = []
+            for i in range(4):
+                o = cpu.allocate(shape, torch.bfloat16, KV_2LTD)
+                fill(o.tensor, seed0 + i)
+                out.append(o)
+            return out
+
+        async def main():
+            c = connector(srv, cpu)
+            pinned = [CacheKey("pinned%d" % i) for i in range(4)]
+            loose = [CacheKey("loose%d" % i) for i in range(4)]
+            objs = chunks(0)
+            await c.batched_put(pinned, objs)
+            await c.batched_put(loose, chunks(10))
+            assert await c.batched_async_contains("req", pinned, pin=True) == 4
+            assert await c.batched_async_contains("req", loose, pin=False) == 4
+            storm = chunks(20)
+            for r in range(40):  # 40 x 4 MiB through a 64 MiB region
+                await c.batched_put([CacheKey("storm%d-%d" % (r, i)) for i in range(4)], storm)
+            assert srv.client().info("stats")["evicted_keys"] > 0
+            got = await c.batched_get(pinned)
+            assert all(g is not None and torch.equal(g.tensor, o.tensor) for g, o in zip(got, objs))
+            assert await c.batched_async_contains("req", loose, pin=False) < 4
+            await c.close()
+        run(main())
+    finally:
+        harness.stop_servers(srv)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_server_restart_in_the_middle_gives_misses_not_exceptions():

@@ -271,7 +271,9 @@ class StratakvConnector(RemoteConnector):
         return (await self._run(self._get_many, [key]))[0]
 
     async def put(self, key, memory_obj):
-        """Stores the chunk (header and bytes in one key); errors are logged, not raised."""
+        """Stores the chunk (header and bytes in one key); errors are logged, not raised.
+        Leaves the object's reference count alone, as LMCache's own redis connector at this
+        commit does (its remote backend takes and drops its reference around serialization)."""
         await self._run(self._put_many, [key], [memory_obj])
 
     async def list(self) -> List[str]:
@@ -313,7 +315,9 @@ class StratakvConnector(RemoteConnector):
 
     async def batched_async_contains(self, lookup_id, keys, pin=False) -> int:
         """How many leading chunks of `keys` are stored: one KV.PREFIX (per node), leasing
-        them for stratakv_pin_ms when `pin`. 0 on error."""
+        them for stratakv_pin_ms when `pin`. 0 on error. The leases end at their deadline (or
+        when this connector closes): vLLM looks up in its scheduler and loads in its workers,
+        whose connections cannot end another connection's leases."""
         return await self._run(self._prefix, list(keys), pin)
 
     def support_batched_get_non_blocking(self) -> bool:
