@@ -142,8 +142,12 @@ class StratakvHiCacheStorage(HiCacheStorage):
         self._buffers = []
         for ptr, size in self._registered:
             # Over verbs this registers the pool with the NIC (zero copy); over shm it only
-            # names the memory (staged), at no cost.
-            self._buffers.append(client.register_buffer(raw(ptr, size)))
+            # names the memory (staged), at no cost. A failure only costs the copy.
+            try:
+                self._buffers.append(client.register_buffer(raw(ptr, size)))
+            except Exception as e:  # noqa: BLE001
+                log.warning("stratakv: registering %d bytes of the host pool failed (%s); "
+                            "pages are staged", size, e)
 
     def register_mem_pool_host(self, mem_pool_host):
         """Remembers SGLang's host KV pool (its get_page_buffer_meta names each page's pieces)
@@ -165,10 +169,7 @@ class StratakvHiCacheStorage(HiCacheStorage):
             log.warning("stratakv: cannot size the staging buffer from the host pool: %s", e)
         c = self._link._client
         if c is not None:
-            try:
-                self._on_connect(c)
-            except Exception as e:  # noqa: BLE001 - registration is an optimisation
-                log.warning("stratakv: registering the host pool failed: %s", e)
+            self._on_connect(c)
         else:
             self._link.client()  # connect now when possible (else on first use)
 
