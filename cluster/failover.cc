@@ -1,9 +1,68 @@
 #include "cluster/failover.h"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <map>
+#include <vector>
 
 namespace cluster {
+
+namespace {
+
+// A blocking RESP conversation with one node (the primary, in a manual failover): each call
+// sends a command and returns the reply's first line ("+OK", ":123", "-ERR ..."), "" on error.
+class Peer {
+ public:
+  Peer(const std::string& host, uint16_t port) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return;
+    for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
+      fd_ = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      if (fd_ < 0) continue;
+      timeval tv{2, 0};
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      if (::connect(fd_, ai->ai_addr, ai->ai_addrlen) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+    }
+    ::freeaddrinfo(res);
+  }
+  ~Peer() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  std::string call(const std::vector<std::string>& args) {
+    if (fd_ < 0) return {};
+    std::string req = "*" + std::to_string(args.size()) + "\r\n";
+    for (const auto& a : args) req += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    if (::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
+      return {};
+    std::string line;
+    char c;
+    while (line.size() < 4096) {
+      if (::recv(fd_, &c, 1, 0) != 1) return {};
+      if (c == '\n') break;
+      if (c != '\r') line.push_back(c);
+    }
+    return line;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
 
 FailoverAgent::FailoverAgent(FailoverOptions options)
     : options_(std::move(options)), client_(options_.etcd) {
@@ -40,7 +99,72 @@ void FailoverAgent::run(std::stop_token stop) {
   }
 }
 
+void FailoverAgent::request_manual(bool force) { manual_.store(force ? 2 : 1); }
+
+void FailoverAgent::manual(bool force) {
+  auto say = [&](const std::string& m) {
+    if (options_.log) options_.log("failover event=manual " + m);
+  };
+  const std::shared_ptr<const Topology> t = options_.current ? options_.current() : nullptr;
+  const Shard* mine = nullptr;
+  if (t)
+    for (const Shard& s : t->shards)
+      if (std::find(s.replicas.begin(), s.replicas.end(), options_.my_id) != s.replicas.end())
+        mine = &s;
+  if (mine == nullptr || mine->primary.empty()) return say("refused: not a replica of a shard");
+  if (force) {
+    say("forced: taking over without the primary");
+    take_over(mine->id, mine->primary);
+    return;
+  }
+  const NodeAddress* p = t->node(mine->primary);
+  if (p == nullptr) return say("refused: the primary has no address");
+  Peer peer(p->host, p->port);
+  if (!peer.ok()) return say("failed: the primary is unreachable (use CLUSTER FAILOVER FORCE)");
+  if (options_.primary_auth) {
+    const auto [user, pass] = options_.primary_auth();
+    if (!pass.empty()) {
+      std::vector<std::string> auth{"AUTH"};
+      if (!user.empty()) auth.push_back(user);
+      auth.push_back(pass);
+      if (peer.call(auth) != "+OK") return say("failed: the primary refused AUTH (masterauth)");
+    }
+  }
+  // 1. The primary refuses writes; 2. this node catches up with its offset, until the offset
+  // stays put over two reads (a write already past the pause's check when it began lands
+  // first); 3. the CAS. Any failure: the primary resumes.
+  auto pause = [&](int ms) -> int64_t {
+    const std::string r = peer.call({"REPLCONF", "pause-writes", std::to_string(ms)});
+    int64_t off = -1;
+    if (r.size() > 1 && r[0] == ':') std::from_chars(r.data() + 1, r.data() + r.size(), off);
+    return off;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int64_t target = pause(10000), previous = -2;
+  bool caught_up = false;
+  while (target >= 0 && std::chrono::steady_clock::now() < deadline) {
+    if (options_.repl_offset && static_cast<int64_t>(options_.repl_offset()) >= target) {
+      if (target == previous) {
+        caught_up = true;
+        break;
+      }
+      previous = target;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      target = pause(10000);
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!caught_up || !take_over(mine->id, mine->primary)) {
+    pause(0);
+    return say(caught_up ? "failed: the CAS lost; the primary resumes"
+                         : "failed: could not catch up with the primary within 5 s");
+  }
+  say("done at offset " + std::to_string(target));
+}
+
 bool FailoverAgent::poll_once() {
+  if (const int m = manual_.exchange(0); m != 0) manual(m == 2);
   if (options_.wants_confirmation && options_.confirm && options_.wants_confirmation()) {
     if (const std::optional<KeyValue> kv = client_.get(options_.prefix + "/topology"))
       options_.confirm(std::make_shared<const Topology>(decode(kv->value)));

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "cluster/etcd_client.h"
 #include "cluster/topology.h"
@@ -46,6 +47,8 @@ struct FailoverOptions {
   /// primary. May be empty.
   std::function<bool()> wants_confirmation;
   std::function<void(std::shared_ptr<const Topology>)> confirm;
+  /// Credentials for the primary in a manual failover (masteruser / masterauth).
+  std::function<std::pair<std::string, std::string>()> primary_auth;
   /// Log sink, one line per event. Called from the agent's thread.
   std::function<void(std::string_view line)> log;
 };
@@ -61,6 +64,12 @@ class FailoverAgent {
   void start();
   void stop();
 
+  /// CLUSTER FAILOVER on this replica (Redis's manual failover, without loss): on the agent's
+  /// thread, soon. The primary is asked to refuse writes (REPLCONF pause-writes), this node
+  /// catches up to the primary's offset, then takes over by CAS; on any failure the primary
+  /// resumes. `force`: without the primary (it is unreachable): the CAS at once.
+  void request_manual(bool force);
+
   /// Failovers this node won (INFO).
   uint64_t promotions() const { return promotions_.load(std::memory_order_relaxed); }
 
@@ -70,11 +79,14 @@ class FailoverAgent {
   bool poll_once();
   // The CAS; true when it won.
   bool take_over(const std::string& shard_id, const std::string& old_primary);
+  // The manual failover's steps (request_manual).
+  void manual(bool force);
 
   FailoverOptions options_;
   EtcdClient client_;
   std::jthread thread_;
   std::atomic<uint64_t> promotions_{0};
+  std::atomic<int> manual_{0};  // 0 none, 1 requested, 2 requested with FORCE
   // The primary seen gone, and since when (steady clock).
   std::string missing_primary_;
   std::chrono::steady_clock::time_point missing_since_{};

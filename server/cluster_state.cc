@@ -13,6 +13,7 @@
 #include "cluster/topology_agent.h"
 #include "cluster/topology_file.h"
 #include "server/config.h"
+#include "server/errors.h"
 #include "server/log.h"
 #include "server/slot_owner.h"
 
@@ -115,6 +116,14 @@ void ClusterState::stop() {
   if (agent_) agent_->stop();
 }
 
+std::string ClusterState::request_manual_failover(bool force) {
+  if (!failover_) return std::string(err::kFailoverNoEtcd);
+  const std::shared_ptr<const ClusterView> v = view();
+  if (!v || v->my_shard < 0 || v->i_am_primary) return std::string(err::kFailoverNotReplica);
+  failover_->request_manual(force);
+  return {};
+}
+
 uint64_t ClusterState::promotions() const { return failover_ ? failover_->promotions() : 0; }
 
 void ClusterState::update_fence() {
@@ -203,6 +212,9 @@ std::optional<std::string> ClusterState::start_etcd() {
   };
   f.wants_confirmation = [this] { return fencing_.load() && lapsed_.load(); };
   f.confirm = [this](std::shared_ptr<const cluster::Topology> t) { confirm(std::move(t)); };
+  f.primary_auth = [this] {
+    return std::pair{config_.str(Key::kMasterUser), config_.str(Key::kMasterAuth)};
+  };
   f.log = [](std::string_view line) { log::notice(line); };
   failover_ = std::make_unique<cluster::FailoverAgent>(std::move(f));
   failover_->start();

@@ -88,6 +88,10 @@ class ClusterState {
   /// This node's replication offset, for failover's rank (etcd mode). Set before start().
   void set_repl_offset_hook(std::function<uint64_t()> hook) { repl_offset_ = std::move(hook); }
 
+  /// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica (etcd mode): starts a manual failover on
+  /// the failover agent's thread. Returns an error text, or "" when it started.
+  std::string request_manual_failover(bool force);
+
   /// Failovers this node won (INFO cluster).
   uint64_t promotions() const;
 

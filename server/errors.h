@@ -160,8 +160,12 @@ inline constexpr std::string_view kPsyncNotStratakv =
 // stratakv's fencing (docs/replication.md): a primary whose lease in etcd may have expired.
 // CLUSTERDOWN, so that cluster clients refresh their slot map and retry.
 inline constexpr std::string_view kFenced =
-    "CLUSTERDOWN This primary's lease in etcd lapsed: writes are refused until etcd confirms "
-    "it is still primary (fencing)";
+    "CLUSTERDOWN Writes are refused: this primary is fenced (its lease in etcd lapsed, or a "
+    "manual failover is in progress)";
+inline constexpr std::string_view kFailoverNotReplica =
+    "ERR You should send CLUSTER FAILOVER to a replica";
+inline constexpr std::string_view kFailoverNoEtcd =
+    "ERR CLUSTER FAILOVER needs the topology in etcd (cluster.etcd.endpoints)";
 inline constexpr std::string_view kAlreadyConnected = "OK Already connected to specified master";
 
 inline constexpr std::string_view kMultiNested = "ERR MULTI calls can not be nested";

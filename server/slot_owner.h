@@ -59,8 +59,14 @@ class SlotOwner {
   /// clock read. Thread-safe.
   bool fenced() const {
     const int64_t d = fence_deadline_.load(std::memory_order_acquire);
-    return d != kNoFence && std::chrono::steady_clock::now().time_since_epoch().count() > d;
+    const int64_t p = paused_until_.load(std::memory_order_acquire);
+    if (d == kNoFence && p == 0) return false;
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    return (d != kNoFence && now > d) || now < p;
   }
+  /// A manual failover's pause: writes are refused until `until` (steady clock ticks; 0 ends
+  /// it). Thread-safe.
+  void pause_writes_until(int64_t until) { paused_until_.store(until, std::memory_order_release); }
   /// Writes are refused after `deadline` (steady clock ticks; kFencedNow: at once), or never
   /// (kNoFence). Thread-safe.
   void set_fence_deadline(int64_t deadline) {
@@ -97,6 +103,7 @@ class SlotOwner {
   std::atomic<bool> cluster_enabled_{false};
   std::atomic<bool> cluster_down_{false};
   std::atomic<int64_t> fence_deadline_{kNoFence};
+  std::atomic<int64_t> paused_until_{0};
   mutable std::mutex mu_;
   // per slot: 1 + index into addresses_, 0 = this node, kUnserved = no node
   std::vector<uint16_t> owner_;

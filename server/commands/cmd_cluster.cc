@@ -281,6 +281,23 @@ void cluster_help(CommandContext& ctx) {
 
 // ASKING, READONLY, READWRITE: accepted in cluster mode. No ASK is ever sent (slot migration
 // is atomic); READONLY's replica reads come with replication.
+// CLUSTER FAILOVER [FORCE|TAKEOVER]: on a replica, a manual failover (docs/replication.md);
+// it runs in the background, as Redis's does: OK means started.
+void cluster_failover(CommandContext& ctx) {
+  if (!view_or_reply(ctx)) return;
+  bool force = false;
+  if (ctx.args.size() > 3) return ctx.out.error(err::kSyntax);
+  if (ctx.args.size() == 3) {
+    std::string opt(ctx.args[2]);
+    for (char& c : opt) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (opt != "force" && opt != "takeover") return ctx.out.error(err::kSyntax);
+    force = true;
+  }
+  const std::string error = ctx.server.cluster().request_manual_failover(force);
+  if (!error.empty()) return ctx.out.error(error);
+  ctx.out.ok();
+}
+
 void cmd_cluster_ok(CommandContext& ctx) {
   if (!ctx.server.cluster().enabled()) return ctx.out.error(err::kClusterDisabled);
   ctx.out.ok();
@@ -333,12 +350,14 @@ void register_cluster_family(CommandTable& t) {
               "O(log(N)) where N is the number of requested keys"}),
       b.spec("topology", 2, info, kNoKeys, cluster_topology,
              {"Return the topology record this node serves by, as JSON (stratakv)", "0.1.0"}),
+      b.spec("failover", -2, kAdmin | kStale | kNoScript, kNoKeys, cluster_failover,
+             {"Forces a replica to perform a manual failover of its master", "3.0.0"}),
       b.spec("help", 2, info, kNoKeys, cluster_help,
              {"Show helpful text about the different subcommands", "5.0.0"}),
   };
   // A gossip cluster's commands: one error naming the admin tool.
   for (const char* name : {"meet", "forget", "addslots", "addslotsrange", "delslots",
-                           "delslotsrange", "flushslots", "setslot", "replicate", "failover",
+                           "delslotsrange", "flushslots", "setslot", "replicate",
                            "reset", "set-config-epoch", "bumpepoch", "saveconfig",
                            "count-failure-reports", "links"})
     c.subcommands.push_back(b.spec(name, -2, kAdmin | info, kNoKeys, cluster_gossip_only,

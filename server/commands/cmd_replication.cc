@@ -6,6 +6,7 @@
 // tests/integration/test_replication.py. PSYNC answers Redis's +FULLRESYNC / +CONTINUE lines,
 // then hands the socket to a feed that streams stratakv's frames (cluster/repl_frame.h), so
 // only stratakv nodes replicate from stratakv (REPLCONF capa stratakv).
+#include <chrono>
 #include <string>
 
 #include "server/arg_parser.h"
@@ -71,6 +72,15 @@ void cmd_wait(CommandContext& ctx) {
 // REPLCONF <option> <value> ...: what a replica says of itself before PSYNC.
 void cmd_replconf(CommandContext& ctx) {
   if (ctx.args.size() % 2 == 0) return ctx.out.error(err::kSyntax);
+  // A manual failover's first step, sent by the replica taking over (cluster/failover.h):
+  // refuse writes for <ms> (0: resume), and answer the offset the replica must reach.
+  if (ctx.args.size() == 3 && iequals(ctx.args[1], "pause-writes")) {
+    const auto ms = parse_int(ctx.args[2]);
+    if (!ms || *ms < 0 || *ms > 60000) return ctx.out.error(err::kNotInteger);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(*ms);
+    ctx.server.slot_owner().pause_writes_until(*ms == 0 ? 0 : until.time_since_epoch().count());
+    return ctx.out.integer(static_cast<int64_t>(ctx.server.replication().offset()));
+  }
   for (size_t i = 1; i + 1 < ctx.args.size(); i += 2) {
     const std::string_view opt = ctx.args[i], val = ctx.args[i + 1];
     if (iequals(opt, "listening-port")) {
