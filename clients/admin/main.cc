@@ -31,6 +31,8 @@ commands:
   remove-node NODE     a replica, or the primary of a shard without slots or replicas, leaves
   assign-slots FIRST[-LAST] --to SHARD
                        empty slots are served by another shard from now on
+  failover SHARD [--force yes]
+                       a replica of SHARD takes over (CLUSTER FAILOVER on the most up-to-date)
   status               the cluster as a table (shards, slots, nodes, keys, memory, leases)
   topology             the topology record as JSON
 
@@ -71,6 +73,15 @@ afterwards.
 Slots FIRST..LAST are served by SHARD from now on. Each slot must be empty on the node that
 serves it now (CLUSTER COUNTKEYSINSLOT answers 0): a slot with keys moves by migration. Clients
 of the old owner get -MOVED to the new one.
+)"},
+    {"failover", R"(usage: stratakv-admin failover SHARD [--force yes] [--wait S]
+
+A manual failover of SHARD (a shard id, or the id or host:port of one of its nodes): the
+replica with the highest replication offset in its record is sent CLUSTER FAILOVER, so the
+primary refuses writes for a moment, the replica catches up and takes over by one
+compare-and-swap; no write the old primary answered is lost. With --force yes the replica takes
+over without the primary (CLUSTER FAILOVER FORCE: for a primary that is gone). Waits up to S
+seconds (default 20) for the new topology and prints the new primary.
 )"},
     {"status", R"(usage: stratakv-admin status
 
@@ -194,6 +205,51 @@ int main(int argc, char** argv) {
       std::printf("created cluster %s: %zu shard(s), %zu node(s), topology version %llu\n",
                   t.name.c_str(), t.shards.size(), t.nodes.size(),
                   static_cast<unsigned long long>(t.version));
+    } else if (command == "failover") {
+      if (args.words.size() != 1) fail("failover needs one SHARD (see failover --help)");
+      const auto now = store.topology();
+      if (!now) fail("the cluster has no topology yet (stratakv-admin create)");
+      const cluster::Topology& t = now->first;
+      const cluster::Shard& shard = t.shards[admin::find_shard(t, args.words[0])];
+      if (shard.replicas.empty()) fail("shard " + shard.id + " has no replica to take over");
+      // The most up-to-date replica by the offset its record publishes.
+      const std::vector<admin::Registered> nodes = store.nodes();
+      const cluster::NodeAddress* best = nullptr;
+      uint64_t best_offset = 0;
+      for (const std::string& id : shard.replicas) {
+        for (const admin::Registered& r : nodes) {
+          if (r.record.address.id != id || t.node(id) == nullptr) continue;
+          if (best == nullptr || r.record.repl_offset > best_offset) {
+            best = t.node(id);
+            best_offset = r.record.repl_offset;
+          }
+        }
+      }
+      if (best == nullptr) fail("no replica of shard " + shard.id + " is registered (alive)");
+      const bool force = args.opts.count("force") && args.opts.at("force") == "yes";
+      admin::NodeLinks links(5000);
+      if (const std::string error = links.failover(*best, force); !error.empty())
+        fail("CLUSTER FAILOVER on " + best->host + ":" + std::to_string(best->port) + ": " + error);
+      const size_t wait_s = args.opts.count("wait") ? to_size(args.opts.at("wait"), "--wait") : 20;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+      for (;;) {
+        const auto next = store.topology();
+        const cluster::Shard* s = nullptr;
+        if (next)
+          for (const cluster::Shard& x : next->first.shards)
+            if (x.id == shard.id) s = &x;
+        if (s != nullptr && s->primary == best->id) {
+          std::printf("shard %s: primary %s:%u (epoch %llu), topology version %llu\n",
+                      shard.id.c_str(), best->host.c_str(), best->port,
+                      static_cast<unsigned long long>(s->primary_epoch),
+                      static_cast<unsigned long long>(next->first.version));
+          break;
+        }
+        if (std::chrono::steady_clock::now() > deadline)
+          fail("the failover did not complete within " + std::to_string(wait_s) +
+               " s (see the replica's log)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     } else if (command == "add-node") {
       if (args.words.size() != 1) fail("add-node needs one NODE (see add-node --help)");
       const std::vector<admin::Registered> nodes = store.nodes();

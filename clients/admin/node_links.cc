@@ -75,3 +75,24 @@ long long NodeLinks::count_keys(const cluster::NodeAddress& n, uint16_t slot) {
 }
 
 }  // namespace admin
+
+namespace admin {
+
+std::string NodeLinks::failover(const cluster::NodeAddress& n, bool force) {
+  const std::string where = n.host + ":" + std::to_string(n.port);
+  redisContext* c = link(n);
+  if (c == nullptr) return "cannot reach " + where;
+  auto* reply = static_cast<redisReply*>(
+      force ? redisCommand(c, "CLUSTER FAILOVER FORCE") : redisCommand(c, "CLUSTER FAILOVER"));
+  if (reply == nullptr) {
+    drop(n);
+    return "no answer from " + where;
+  }
+  std::string error;
+  if (reply->type != REDIS_REPLY_STATUS)
+    error = reply->str ? std::string(reply->str, reply->len) : "unexpected reply";
+  freeReplyObject(reply);
+  return error;
+}
+
+}  // namespace admin

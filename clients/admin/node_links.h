@@ -26,6 +26,9 @@ class NodeLinks {
   std::map<std::string, std::string> info(const cluster::NodeAddress& n);
   /// CLUSTER COUNTKEYSINSLOT `slot` on `n`; -1 when the node does not answer.
   long long count_keys(const cluster::NodeAddress& n, uint16_t slot);
+  /// CLUSTER FAILOVER [FORCE] on the replica `n`: "" when it started, else the node's error (or
+  /// that it does not answer).
+  std::string failover(const cluster::NodeAddress& n, bool force);
 
  private:
   // The connection to `n` (made on first use), or null when it cannot be made; a connection

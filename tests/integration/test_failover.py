@@ -209,3 +209,18 @@ def test_manual_failover_under_load_loses_no_write(etcd):
         assert "You should send CLUSTER FAILOVER to a replica" in str(e.value)
     finally:
         stop_servers(primary, replica)
+
+
+def test_admin_failover_switches_the_shard(etcd):
+    prefix, primary, (replica,) = shard(etcd)
+    try:
+        primary.client().set("k", "v")
+        out = admin(etcd, prefix, "failover", "127.0.0.1:%d" % primary.port)
+        assert "primary 127.0.0.1:%d" % replica.port in out.stdout, out.stdout
+        wait_until("roles swapped", lambda: role(replica) == "primary" and role(primary) == "replica")
+        assert replica.client().get("k") == b"v"
+        # Back again, through the other node (now the replica).
+        out = admin(etcd, prefix, "failover", "127.0.0.1:%d" % replica.port)
+        assert "primary 127.0.0.1:%d" % primary.port in out.stdout, out.stdout
+    finally:
+        stop_servers(primary, replica)
