@@ -127,6 +127,7 @@ std::string ClusterState::request_manual_failover(bool force) {
 uint64_t ClusterState::promotions() const { return failover_ ? failover_->promotions() : 0; }
 
 void ClusterState::update_fence() {
+  owner_.set_unconfirmed(started_unconfirmed_ && fencing_.load());
   if (!fencing_.load()) owner_.set_fence_deadline(SlotOwner::kNoFence);
   else if (lapsed_.load()) owner_.set_fence_deadline(SlotOwner::kFencedNow);
   else owner_.set_fence_deadline(lease_deadline_.load());
@@ -149,6 +150,10 @@ void ClusterState::confirm(std::shared_ptr<const cluster::Topology> topology) {
   const std::shared_ptr<const ClusterView> v = view();
   std::lock_guard lock(fence_mu_);
   if (!v || v->topology->version != topology->version) return;
+  if (started_unconfirmed_) {
+    started_unconfirmed_ = false;
+    update_fence();
+  }
   if (v->i_am_primary && lapsed_.exchange(false)) {
     log::notice("cluster: etcd confirms this node is primary (topology version " +
                 std::to_string(topology->version) + "); writes accepted");
@@ -185,6 +190,10 @@ std::optional<std::string> ClusterState::start_etcd() {
   o.log = [](std::string_view line) { log::notice(line); };
   o.on_lease = [this](std::chrono::steady_clock::time_point deadline) { on_lease(deadline); };
   const cluster::EtcdOptions etcd_options = o.etcd;  // the failover agent's, below
+  {
+    std::lock_guard lock(fence_mu_);
+    started_unconfirmed_ = true;  // the saved copy may be stale: see SlotOwner::unconfirmed
+  }
   try {
     // Each topology the agent applies (the saved copy now, then etcd's newer versions on its
     // watch thread) is served at once; the node record then says which version it serves.
@@ -197,7 +206,9 @@ std::optional<std::string> ClusterState::start_etcd() {
     return std::string("cluster.etcd: ") + e.what();
   }
   source_ = "etcd";
+  saved_phase_ = true;
   agent_->start();
+  saved_phase_ = false;
   // Failover: a replica takes its primary's place when the primary's lease is gone, and a
   // fenced primary learns from etcd when it may write again (cluster/failover.h).
   cluster::FailoverOptions f;
@@ -336,6 +347,8 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
   // node could take its place: it keeps writing through an etcd outage).
   {
     std::lock_guard lock(fence_mu_);
+    // A topology from etcd (not the saved copy) says where this node stands.
+    if (!saved_phase_.load()) started_unconfirmed_ = false;
     const bool fence = agent_ != nullptr && view->i_am_primary && view->my_shard >= 0 &&
                        !topology->shards[static_cast<size_t>(view->my_shard)].replicas.empty();
     fencing_.store(fence);

@@ -131,6 +131,8 @@ class ClusterState {
   std::mutex fence_mu_;
   std::atomic<int64_t> lease_deadline_{1};  // steady clock ticks (1: none yet)
   std::atomic<bool> fencing_{false}, lapsed_{true};
+  bool started_unconfirmed_ = false;  // etcd mode, until the first confirmation (fence_mu_)
+  std::atomic<bool> saved_phase_{false};  // TopologyAgent::start() applies the saved copy
   std::function<uint64_t()> repl_offset_;
   std::unique_ptr<cluster::FailoverAgent> failover_;  // etcd mode
   std::function<void(const cluster::NodeAddress* primary)> role_hook_;

@@ -142,6 +142,10 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
       out.verdict = Verdict::kClusterDownState;
       return;
     }
+    if (owner.unconfirmed()) {  // a restarted primary, until etcd confirms its role
+      out.verdict = Verdict::kFenced;
+      return;
+    }
   }
   for (uint16_t slot : out.slots) {
     if (!owner.owns(slot)) {

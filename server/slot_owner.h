@@ -64,6 +64,11 @@ class SlotOwner {
     const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
     return (d != kNoFence && now > d) || now < p;
   }
+  /// A primary restarted from its saved topology (etcd mode, a shard with replicas) serves no
+  /// key, reads included, until etcd confirms its role: a replica may have taken its place
+  /// meanwhile, and its recovered keys would be stale. One relaxed load. Thread-safe.
+  bool unconfirmed() const { return unconfirmed_.load(std::memory_order_relaxed); }
+  void set_unconfirmed(bool on) { unconfirmed_.store(on, std::memory_order_relaxed); }
   /// A manual failover's pause: writes are refused until `until` (steady clock ticks; 0 ends
   /// it). Thread-safe.
   void pause_writes_until(int64_t until) { paused_until_.store(until, std::memory_order_release); }
@@ -104,6 +109,7 @@ class SlotOwner {
   std::atomic<bool> cluster_down_{false};
   std::atomic<int64_t> fence_deadline_{kNoFence};
   std::atomic<int64_t> paused_until_{0};
+  std::atomic<bool> unconfirmed_{false};
   mutable std::mutex mu_;
   // per slot: 1 + index into addresses_, 0 = this node, kUnserved = no node
   std::vector<uint16_t> owner_;

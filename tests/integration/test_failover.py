@@ -118,6 +118,14 @@ def test_kill_9_primary_under_load(etcd):
         rc.set("after", "failover")
         assert rc.get("after") == b"failover"
         rc.close()
+        # The old primary restarts from its saved topology, where it was primary: it serves no
+        # key until etcd tells it its role (it lost its data: a nil would be a stale answer).
+        primary.start()
+        first = RawConn(primary.host, primary.port, timeout=5).call("GET", "after")
+        assert str(first).startswith(("CLUSTERDOWN", "MOVED")), first
+        wait_until("old primary is a replica", lambda: role(primary) == "replica", timeout=30)
+        wait_until("it follows", lambda: primary.client().info("replication").get(
+            "master_link_status") == "up")
     finally:
         stop_servers(primary, replica)
 
