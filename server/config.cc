@@ -136,7 +136,7 @@ const std::vector<Spec>& specs() {
       {Key::kClusterEtcdCaFile, "cluster.etcd.ca-file", Type::kString, "", false},
       {Key::kClusterEtcdCertFile, "cluster.etcd.cert-file", Type::kString, "", false},
       {Key::kClusterEtcdKeyFile, "cluster.etcd.key-file", Type::kString, "", false},
-      {Key::kClusterEtcdLeaseTtl, "cluster.etcd.lease-ttl", Type::kInt, "10", false, 1, 3600},
+      {Key::kClusterEtcdLeaseTtl, "cluster.etcd.lease-ttl", Type::kInt, "5", false, 1, 3600},
       // Replication (docs/replication.md), Redis's names. replicaof: "host port" to follow at
       // start ("" = a primary; at run time, the REPLICAOF command).
       {Key::kReplicaOf, "replicaof", Type::kString, "", false},

@@ -232,3 +232,69 @@ def test_admin_failover_switches_the_shard(etcd):
         assert "primary 127.0.0.1:%d" % primary.port in out.stdout, out.stdout
     finally:
         stop_servers(primary, replica)
+
+
+def test_cluster_sh_with_replicas_survives_kill_9_of_a_primary(tmp_path):
+    """The issue's "done when": `scripts/cluster.sh up 3 --replicas 1` (default lease TTL) loses
+    no write WAIT acknowledged when a primary is killed, and clients carry on."""
+    import socket
+    import subprocess
+    from pathlib import Path
+
+    import redis
+    from harness import server_binary
+    if etcd_binary() is None:
+        pytest.skip("etcd is not installed")
+    for _ in range(50):
+        base = random.randrange(20000, 31000)
+        ports = [base + i for i in range(6)] + [base + 1000, base + 1001]
+        free = True
+        for p in ports:
+            with socket.socket() as s:
+                free = free and s.connect_ex(("127.0.0.1", p)) != 0
+        if free:
+            break
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, STRATAKV_CLUSTER_DIR=str(tmp_path / "cluster"),
+               BUILD_DIR=str(Path(server_binary()).parents[1]))
+    script = str(repo / "scripts" / "cluster.sh")
+    try:
+        up = subprocess.run([script, "up", "3", "--replicas", "1", "--base-port", str(base)],
+                            env=env, capture_output=True, text=True, timeout=120)
+        assert up.returncode == 0, up.stdout + up.stderr
+        for p in range(base, base + 6):
+            wait_until("roles", lambda: redis.Redis(port=p).info("cluster")["cluster_my_role"]
+                       in ("primary", "replica"))
+        primaries = [p for p in range(base, base + 6)
+                     if redis.Redis(port=p).info("cluster")["cluster_my_role"] == "primary"]
+        assert len(primaries) == 3
+        for p in range(base, base + 6):
+            if p not in primaries:
+                wait_until("links", lambda: redis.Redis(port=p).info("replication").get(
+                    "master_link_status") == "up")
+        rc = RedisCluster(host="127.0.0.1", port=base, socket_timeout=20)
+        values = {"sh%d" % i: os.urandom(3000) for i in range(300)}
+        for k, v in values.items():
+            rc.set(k, v)
+        for p in primaries:
+            assert redis.Redis(port=p).execute_command("WAIT", 1, 5000) == 1
+        victim = primaries[0]
+        pid = int(subprocess.check_output(["pgrep", "-f", "stratakv-server.*--port %d( |$)" % victim]
+                                          ).split()[0])
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        # Its replica: the node of the victim's shard (CLUSTER SHARDS from a survivor).
+        survivor = redis.Redis(port=primaries[1])
+        wait_until("a new primary", lambda: len([p for p in range(base, base + 6) if p != victim and
+                                                  redis.Redis(port=p).info("cluster")["cluster_my_role"]
+                                                  == "primary"]) == 3, timeout=30)
+        print("cluster.sh: failover after kill -9 in %.2f s" % (time.monotonic() - t0))
+        assert time.monotonic() - t0 < 10
+        rc2 = RedisCluster(host="127.0.0.1", port=primaries[1], socket_timeout=20)
+        missing = [k for k, v in values.items() if rc2.get(k) != v]
+        assert not missing, missing[:5]
+        rc2.set("after", "kill")
+        assert rc2.get("after") == b"kill"
+        survivor.close()
+    finally:
+        subprocess.run([script, "down"], env=env, capture_output=True, timeout=60)
