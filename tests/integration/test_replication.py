@@ -396,3 +396,24 @@ def test_evictions_on_the_primary_reach_the_replica(pair):
     assert p.info("stats")["evicted_keys"] > 0
     n = converge(primary, replica)
     assert n < 80
+
+
+def test_masterauth(pair):
+    """A primary with requirepass takes replicas that send masterauth, and only those."""
+    primary = launch_server(requirepass="s3cret")
+    try:
+        bad = launch_server(replicaof="127.0.0.1 %d" % primary.port)
+        good = launch_server(replicaof="127.0.0.1 %d" % primary.port, masterauth="s3cret")
+        try:
+            link_up(good)
+            primary.client().set("k", "v")
+            assert primary.client().execute_command("WAIT", 1, 5000) == 1
+            assert good.client().get("k") == b"v"
+            time.sleep(1.5)  # a few attempts of the replica without the password
+            assert info(bad.client())["master_link_status"] == "down"
+            assert bad.client().dbsize() == 0
+            assert "refused AUTH" in bad.log_tail() or "NOAUTH" in bad.log_tail()
+        finally:
+            stop_servers(bad, good)
+    finally:
+        stop_servers(primary)
