@@ -28,12 +28,12 @@ int ReadPolicy::choose(const SlotMap& map, uint16_t slot, Clock::time_point now)
   auto consider = [&](int candidate, const NodeAddress& a) -> bool {
     Figure& f = figures_[a.address()];
     if (f.down_until > now) return false;
-    if (!f.measured || now - f.at >= kRefresh) {
+    if (now - f.at >= kRefresh) {  // never picked yet (at is the clock's epoch), or stale
       f.at = now;  // one read refreshes it; the others meanwhile choose by the averages
       best = candidate;
       return true;
     }
-    if (f.average_us < best_us) best = candidate, best_us = f.average_us;
+    if (f.measured && f.average_us < best_us) best = candidate, best_us = f.average_us;
     return false;
   };
   for (uint16_t r : replicas)
