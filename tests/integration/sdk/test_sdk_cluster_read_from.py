@@ -126,7 +126,7 @@ def test_a_replica_miss_is_read_from_the_primary(cl):
     assert total(r0, READS) >= 1 and total(p0, READS) >= 1
     target = bytearray(len(big))
     assert kv.batch_get_into([big_key], [target]) == [len(big)] and bytes(target) == big
-    assert calls(r0, "kv.mget") == 1 and calls(p0, "kv.mget") == 1
+    assert total(r0, READS) >= 2 and total(p0, READS) >= 2
     assert kv.exists(big_key)
     # Keys written just before are read right: from the replica once the stream brought them,
     # else from the primary.
@@ -187,12 +187,12 @@ def test_a_replica_that_is_down_is_skipped(cl):
     vals = [pattern(100, i) for i in range(20)]
     assert kv.batch_put(keys, vals) == [True] * 20
     synced(cl)
-    r1.stop()
     reset_stats(cl)
+    r1.stop()
     targets = [bytearray(100) for _ in keys]
     assert kv.batch_get_into(keys, targets) == [100] * 20  # the replica is lost: the primary
     assert [bytes(t) for t in targets] == vals
     assert [kv.get(k) for k in keys] == vals  # skipped now: straight to the primary
-    assert calls(p1, "kv.mget") == 1
+    assert calls(p1, "kv.mget") == 1 and total(p1, READS) == 1 + 20
     # A new client whose replica cannot be reached at all reads from the primary too.
     assert stratakv.Client(url_of(cl) + "?read_from=nearest").get(keys[0]) == vals[0]

@@ -15,8 +15,9 @@
 // Cluster: on a `redis+cluster://host:port[,host:port...]` URL the Client learns the slot map
 // from a seed, keeps one connection pool per node (each with its own transport: shm for a node
 // on this host, found by its Unix socket; verbs; else RESP), routes every key by its slot,
-// splits batches by node and runs the parts in parallel, and follows -MOVED and -ASK.
-// See docs/sdk.md.
+// splits batches by node and runs the parts in parallel, and follows -MOVED and -ASK. Reads may
+// go to replicas (Options::read_from, or `?read_from=replicas|nearest` in the URL), falling
+// back to the primary on a replica's miss. See docs/sdk.md.
 //
 // Thread-safety: a Client may be used from any number of threads at once. Each call borrows
 // one connection from a pool (at most Options::max_connections, opened on demand; a call
