@@ -31,7 +31,8 @@ class Client(_NativeClient):
     (seeds of a cluster: keys are routed by slot, batches split by node and run in parallel,
     -MOVED/-ASK followed; `cluster` is then True).
 
-    read_from (a cluster's reads: get, get_into, batch_get_into, exists, batch_exists): None
+    read_from (a cluster's reads: get, get_into, batch_get_into, exists, batch_exists,
+    prefix_match without pin_ms): None
     (the URL's ?read_from=, else "primary"), "primary", "replicas" (a replica of the key's
     shard, in turn) or "nearest" (the shard's node with the lowest measured round trip). A
     replica's miss is asked again of the primary; a replica may lag (docs/sdk.md).

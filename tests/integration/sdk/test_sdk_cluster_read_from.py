@@ -3,8 +3,8 @@ read_from = "replicas" | "nearest" on a static cluster of two shards, each a pri
 replica that replicates for real (StaticCluster(2, replicas=1)).
 
 What is checked, with INFO commandstats of every node: reads (get, get_into, batch_get_into,
-batch_exists) are served by the replicas and not by the primaries; writes still go to the
-primaries only; replicas are reached over shm like primaries; a key a replica misses (here a
+batch_exists, prefix_match without a pin) are served by the replicas and not by the primaries; writes still go to the
+primaries only, and so do pinning prefix lookups; replicas are reached over shm like primaries; a key a replica misses (here a
 value too large for its memory region, which it drops) is read right from the primary; a
 replica that is down is skipped; "nearest" sends reads to the node it measured fastest (a node
 stopped with SIGSTOP while it serves a read measures slow)."""
@@ -128,6 +128,23 @@ def test_a_replica_miss_is_read_from_the_primary(cl):
     assert kv.batch_get_into([big_key], [target]) == [len(big)] and bytes(target) == big
     assert total(r0, READS) >= 2 and total(p0, READS) >= 2
     assert kv.exists(big_key)
+    # Prefix lookups without a pin: the replica's run, continued on the primary from the first
+    # key the replica misses. With a pin: the primary only (leases belong where evictions are).
+    chain = shard_keys(cl, "chain", 3)[0]
+    assert kv.batch_put(chain, [b"c"] * 3) == [True] * 3
+    synced(cl)
+    reset_stats(cl)
+    assert kv.prefix_match(chain) == 3
+    assert calls(r0, "kv.prefix") == 1 and calls(p0, "kv.prefix") == 0
+    reset_stats(cl)
+    assert kv.prefix_match(chain + [big_key]) == 4  # the replica has 3, the primary the 4th
+    assert calls(r0, "kv.prefix") == 1 and calls(p0, "kv.prefix") == 1
+    assert kv.prefix_match(chain + ["chain-absent", big_key]) == 3
+    assert kv.prefix_match([big_key] + chain) == 4
+    reset_stats(cl)
+    assert kv.prefix_match(chain, pin_ms=5000) == 3
+    assert calls(r0, "kv.prefix") == 0 and calls(p0, "kv.prefix") == 1
+    assert kv.unpin(chain) == 3
     # Keys written just before are read right: from the replica once the stream brought them,
     # else from the primary.
     for round_ in range(5):

@@ -66,8 +66,8 @@ enum class TransportKind {
 };
 
 /// Which node of a shard serves a cluster client's reads (get, get_with, get_into, batch_get_into,
-/// exists, batch_exists; striped values' parts too). Writes, removes and prefix_match always go
-/// to the primary. A replica may lag its primary (asynchronous replication): a read from a
+/// exists, batch_exists, prefix_match without a pin; striped values' parts too). Writes,
+/// removes, pinning prefix_match and unpin always go to the primary. A replica may lag its primary (asynchronous replication): a read from a
 /// replica that misses is asked again of the primary, but a replica may still return an older
 /// value of a key overwritten just before (WAIT on the primary, or kPrimary, when you need your
 /// own write back). docs/sdk.md "Reading from replicas".
