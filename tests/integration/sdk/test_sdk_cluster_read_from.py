@@ -213,3 +213,33 @@ def test_a_replica_that_is_down_is_skipped(cl):
     assert calls(p1, "kv.mget") == 1 and total(p1, READS) == 1 + 20
     # A new client whose replica cannot be reached at all reads from the primary too.
     assert stratakv.Client(url_of(cl) + "?read_from=nearest").get(keys[0]) == vals[0]
+
+
+def test_a_replica_that_answers_moved_falls_back_and_the_map_is_refreshed(cl):
+    """Last in this module (after shard 1's replica stopped): shard 0's replica restarts as a
+    replica of shard 1 in topology version 2, while the primaries still serve version 1. A
+    client whose map is version 1 reads shard 0's keys from it: -MOVED, so the primary answers,
+    and the map is refreshed (version 2: shard 0 has no replica, its reads go to the primary)."""
+    p0, p1, r0, r1 = cl.nodes
+    keys = shard_keys(cl, "moved", 10)[0]
+    vals = [pattern(50, i) for i in range(10)]
+    assert stratakv.Client(url_of(cl)).batch_put(keys, vals) == [True] * 10
+    cl.topology["version"] = 2
+    cl.topology["shards"][0]["replicas"] = []
+    cl.topology["shards"][1]["replicas"] = [cl.ids[2]]
+    cl.write()
+    r0.stop()
+    r0.start()
+    wait_until("replica link up", lambda: info(r0, "replication").get("master_link_status") == "up")
+    kv = stratakv.Client(url_of(cl, 0), read_from="replicas")  # the map from p0: version 1
+    for srv in (p0, r0):
+        srv.client().config_resetstat()
+    targets = [bytearray(50) for _ in keys]
+    assert kv.batch_get_into(keys, targets) == [50] * 10
+    assert [bytes(t) for t in targets] == vals
+    assert calls(r0, "kv.mget") == 1 and "errorstat_MOVED" in info(r0, "errorstats")  # -MOVED entries
+    assert calls(p0, "kv.mget") == 1
+    for srv in (p0, r0):
+        srv.client().config_resetstat()
+    assert [kv.get(k) for k in keys] == vals  # version 2: shard 0 has no replica
+    assert total(r0, READS) == 0 and total(p0, READS) == 10
