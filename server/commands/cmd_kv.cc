@@ -332,7 +332,7 @@ void cmd_mget(CommandContext& ctx) {
   for (const KeyPart& part : parts) {
     if (part.sgl.empty()) {
       ctx.out.error(err::kSyntax);
-    } else if (std::string elsewhere = key_elsewhere(ctx, part.key); !elsewhere.empty()) {
+    } else if (std::string elsewhere = read_key_elsewhere(ctx, part.key); !elsewhere.empty()) {
       ctx.out.error(elsewhere);  // another node serves it: nothing is written
     } else {
       get_one(ctx, part);
@@ -374,7 +374,7 @@ void cmd_prefix(CommandContext& ctx) {
   std::string left_to;
   for (size_t i = 1; i < end; ++i) {
     std::string_view key = ctx.args[i];
-    if (std::string elsewhere = key_elsewhere(ctx, key); !elsewhere.empty()) {
+    if (std::string elsewhere = read_key_elsewhere(ctx, key); !elsewhere.empty()) {
       if (left_at == 0) {
         left_at = i;
         left_to = std::move(elsewhere);

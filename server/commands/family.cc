@@ -7,6 +7,7 @@
 #include "cluster/slot.h"
 #include "server/arg_parser.h"
 #include "server/errors.h"
+#include "server/connection.h"
 #include "server/server.h"
 #include "tiering/keyspace.h"
 #include "tiering/need_room.h"
@@ -36,6 +37,14 @@ std::string key_elsewhere(CommandContext& ctx, std::string_view key) {
   std::string address = owner.address(slot);
   if (address.empty()) return std::string(err::kClusterDownUnbound);
   return err::moved(slot, address);
+}
+
+std::string read_key_elsewhere(CommandContext& ctx, std::string_view key) {
+  std::string elsewhere = key_elsewhere(ctx, key);
+  if (!elsewhere.empty() && ctx.conn.readonly_reads &&
+      ctx.server.slot_owner().holds_as_replica(cluster::key_slot(key)))
+    return {};
+  return elsewhere;
 }
 
 CommandSpec CommandBuilder::spec(std::string name, int arity, uint32_t flags, KeyRange keys,

@@ -82,6 +82,10 @@ void register_lcs_command(CommandTable& table);
 /// "CLUSTERDOWN Hash slot not served" when no node serves it. One relaxed load while this node
 /// serves every slot.
 std::string key_elsewhere(CommandContext& ctx, std::string_view key);
+/// key_elsewhere for a batch that only reads (KV.MGET, KV.PREFIX): a READONLY connection's
+/// keys of the slots this node holds as a replica are served here too (as the slot stage does
+/// for single-slot reads, Connection::replica_read).
+std::string read_key_elsewhere(CommandContext& ctx, std::string_view key);
 
 /// A container's HELP reply, as Redis's addReplyHelp: the header line, `lines`, then HELP.
 void reply_help(CommandContext& ctx, std::string_view container,

@@ -329,8 +329,13 @@ def test_cluster_replicas_follow_the_topology():
         rc = RawConn(r0.host, r0.port)
         moved = rc.call_raw("GET", "b")
         assert moved == ("-MOVED 3300 127.0.0.1:%d\r\n" % p0.port).encode(), moved
+        # KV.PREFIX (a batch that routes each key itself) too: -MOVED entries, then served.
+        assert rc.call_raw("KV.PREFIX", "b").startswith(
+            b"*3\r\n:0\r\n:0\r\n-MOVED 3300 127.0.0.1:%d" % p0.port)
         assert rc.call("READONLY") == Simple("OK")
         assert rc.call("GET", "b") == b"value-b"
+        assert rc.call("KV.PREFIX", "b") == 1
+        assert rc.call_raw("KV.PREFIX", "b", "a").startswith(b"*3\r\n:1\r\n:1\r\n-MOVED 15495 ")
         # Writes still go to the primary; a key of the other shard still moves to its primary.
         assert rc.call_raw("SET", "b", "x").startswith(b"-MOVED 3300 ")
         assert rc.call_raw("GET", "a").startswith(b"-MOVED 15495 127.0.0.1:%d" % p1.port)

@@ -1,5 +1,6 @@
-// sdk_cluster_parts_test: the pure parts of the SDK's cluster mode: the slot map and the texts
-// of -MOVED/-ASK (clients/cpp/src/slot_map.h), the striped-value format (stripe_format.h) and
+// sdk_cluster_parts_test: the pure parts of the SDK's cluster mode: the slot map (with each
+// slot's replicas) and the texts of -MOVED/-ASK (clients/cpp/src/slot_map.h), the choice of the
+// node that serves a read (read_policy.h), the striped-value format (stripe_format.h) and
 // the pool that runs a call's node parts at once (task_pool.h).
 #include <doctest.h>
 #include <hiredis/hiredis.h>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "cluster/slot.h"
+#include "read_policy.h"
 #include "slot_map.h"
 #include "stratakv/error.h"
 #include "stripe_format.h"
@@ -76,6 +78,98 @@ TEST_CASE("CLUSTER SLOTS makes the map; -MOVED moves one slot") {
   CHECK_THROWS_AS(SlotMap::from_cluster_slots(bad.r, "h", 0), stratakv::Error);
   Parsed out_of_range("*1\r\n" + range(0, 16384, "h", 1, "x"));
   CHECK_THROWS_AS(SlotMap::from_cluster_slots(out_of_range.r, "h", 0), stratakv::Error);
+}
+
+namespace {
+
+// A CLUSTER SLOTS range with replicas: [first, last, primary, replica...], each [host, port, id].
+std::string range_with(int first, int last, std::vector<std::pair<int, std::string>> nodes) {
+  std::string out = "*" + std::to_string(2 + nodes.size()) + "\r\n:" + std::to_string(first) + "\r\n:" +
+                    std::to_string(last) + "\r\n";
+  for (const auto& [port, id] : nodes)
+    out += "*3\r\n" + bulk("127.0.0.1") + ":" + std::to_string(port) + "\r\n" + bulk(id);
+  return out;
+}
+
+// Shard A: slots 0-8191, primary 7000, replicas 7010 and 7011; shard B: 8192-16383, primary
+// 7001, replica 7012 listed over two ranges; slot 16383 without replicas.
+SlotMap two_shards() {
+  Parsed p("*4\r\n" + range_with(0, 8191, {{7000, "a"}, {7010, "ar1"}, {7011, "ar2"}}) +
+           range_with(8192, 9999, {{7001, "b"}, {7012, "br"}}) + range_with(10000, 16382, {{7001, "b"}, {7012, "br"}}) +
+           range_with(16383, 16383, {{7001, "b"}}));
+  return SlotMap::from_cluster_slots(p.r, "h", 1);
+}
+
+}  // namespace
+
+TEST_CASE("CLUSTER SLOTS's replicas: each slot's, each node once; -MOVED forgets them") {
+  SlotMap m = two_shards();
+  REQUIRE(m.nodes().size() == 2);
+  REQUIRE(m.replicas().size() == 3);
+  CHECK(m.replicas()[0].address() == "127.0.0.1:7010");
+  CHECK(m.replicas()[0].id == "ar1");
+  CHECK(m.replicas()[2].address() == "127.0.0.1:7012");
+  auto a = m.replicas_of(5);
+  REQUIRE(a.size() == 2);
+  CHECK(a[0] == 0);
+  CHECK(a[1] == 1);
+  for (uint16_t slot : {8192, 9999, 10000, 16382}) {
+    REQUIRE(m.replicas_of(slot).size() == 1);
+    CHECK(m.replicas_of(slot)[0] == 2);
+  }
+  CHECK(m.replicas_of(16383).empty());
+  m.set_owner(5, "127.0.0.1", 7001);
+  CHECK(m.replicas_of(5).empty());  // the new owner's replicas are unknown until a refresh
+  CHECK(m.replicas_of(6).size() == 2);
+}
+
+TEST_CASE("ReadPolicy: primary; replicas in turn; nearest by measured round trips; failed replicas skipped") {
+  using namespace std::chrono_literals;
+  const SlotMap m = two_shards();
+  const auto t = ReadPolicy::Clock::now();
+
+  ReadPolicy primary(stratakv::ReadFrom::kPrimary);
+  CHECK_FALSE(primary.uses_replicas());
+  CHECK(primary.choose(m, 5, t) == ReadPolicy::kPrimary);
+
+  ReadPolicy replicas(stratakv::ReadFrom::kReplicas);
+  std::multiset<int> picked;
+  for (int i = 0; i < 10; ++i) picked.insert(replicas.choose(m, 5, t));
+  CHECK(picked.count(0) == 5);  // spread evenly over the shard's two replicas
+  CHECK(picked.count(1) == 5);
+  CHECK(replicas.choose(m, 9000, t) == 2);
+  CHECK(replicas.choose(m, 16383, t) == ReadPolicy::kPrimary);  // no replica
+  replicas.failed("127.0.0.1:7010", t);
+  for (int i = 0; i < 4; ++i) CHECK(replicas.choose(m, 5, t + 1s) == 1);
+  replicas.failed("127.0.0.1:7012", t);
+  CHECK(replicas.choose(m, 9000, t + 1s) == ReadPolicy::kPrimary);  // its only replica is down
+  CHECK(replicas.choose(m, 9000, t + ReadPolicy::kDownFor) == 2);  // tried again after a while
+
+  ReadPolicy nearest(stratakv::ReadFrom::kNearest);
+  // Unmeasured nodes are picked first (each once: the read measures it).
+  CHECK(nearest.choose(m, 5, t) == 0);
+  CHECK(nearest.choose(m, 5, t) == 1);
+  CHECK(nearest.choose(m, 5, t) == ReadPolicy::kPrimary);
+  nearest.record("127.0.0.1:7000", 100us, t);
+  nearest.record("127.0.0.1:7010", 300us, t);
+  nearest.record("127.0.0.1:7011", 200us, t);
+  CHECK(nearest.choose(m, 5, t) == ReadPolicy::kPrimary);  // the primary is the nearest
+  nearest.record("127.0.0.1:7011", 20us, t);                // 200 + (20 - 200) / 4 = 155
+  CHECK(*nearest.average_us("127.0.0.1:7011") == doctest::Approx(155));
+  CHECK(nearest.choose(m, 5, t) == ReadPolicy::kPrimary);
+  for (int i = 0; i < 8; ++i) nearest.record("127.0.0.1:7011", 20us, t);
+  CHECK(*nearest.average_us("127.0.0.1:7011") < 100);
+  CHECK(nearest.choose(m, 5, t) == 1);
+  // A figure older than kRefresh: that node gets the next read (once), to be measured again.
+  const auto later = t + ReadPolicy::kRefresh;
+  nearest.record("127.0.0.1:7000", 100us, later);
+  nearest.record("127.0.0.1:7011", 20us, later);
+  CHECK(nearest.choose(m, 5, later) == 0);  // 7010's figure is stale
+  CHECK(nearest.choose(m, 5, later) == 1);  // then the lowest again
+  nearest.failed("127.0.0.1:7011", later);
+  CHECK(nearest.choose(m, 5, later) == ReadPolicy::kPrimary);  // 100 < 300, 7011 skipped
+  CHECK_FALSE(nearest.average_us("127.0.0.1:7999"));
+  CHECK(nearest.choose(m, 16383, later) == ReadPolicy::kPrimary);  // no replica
 }
 
 TEST_CASE("the texts of -MOVED and -ASK; CLUSTER INFO's epoch") {

@@ -73,6 +73,16 @@ TEST_CASE("redis+cluster:// URLs: the seeds") {
   seeds = parse_cluster_url("redis+cluster://h:1?password=x");
   REQUIRE(seeds.size() == 1);
   CHECK(seeds[0].password == "x");
+  CHECK_FALSE(seeds[0].read_from.has_value());
+  seeds = parse_cluster_url("redis+cluster://h:1,h:2?read_from=replicas&password=x");
+  REQUIRE(seeds.size() == 2);
+  CHECK(seeds[1].read_from == stratakv::ReadFrom::kReplicas);
+  CHECK(seeds[1].password == "x");
+  CHECK(parse_cluster_url("redis+cluster://h:1?read_from=nearest")[0].read_from == stratakv::ReadFrom::kNearest);
+  CHECK(parse_cluster_url("redis+cluster://h:1?read_from=primary")[0].read_from == stratakv::ReadFrom::kPrimary);
+  CHECK_FALSE(parse_cluster_url("redis+cluster://h:1")[0].readonly);
+  for (const char* bad : {"redis+cluster://h:1?read_from=replica", "redis+cluster://h:1?read_from="})
+    CHECK_THROWS_AS(parse_cluster_url(bad), stratakv::Error);
   for (const char* bad : {"redis+cluster://", "redis+cluster://h:1,", "redis+cluster://,h:1",
                           "redis+cluster://h:0", "redis+cluster://h:1,h:x", "redis://h:1"})
     CHECK_THROWS_AS(parse_cluster_url(bad), stratakv::Error);

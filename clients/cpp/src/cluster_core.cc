@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <set>
 
 #include "session.h"
@@ -25,6 +26,16 @@ std::string config_get(Session& s, std::string_view name) {
   return std::string(text(r->element[1]));
 }
 
+// Options::read_from, else the URL's (a cluster's reads only).
+ReadFrom read_from(bool cluster, const Url& url, const Options& options) {
+  if (!cluster) return ReadFrom::kPrimary;
+  if (options.read_from != ReadFrom::kPrimary) return options.read_from;
+  return url.read_from.value_or(ReadFrom::kPrimary);
+}
+
+// The key of a pool in nodes_.
+std::string pool_key(const NodeAddress& a, bool readonly) { return (readonly ? "ro " : "") + a.address(); }
+
 std::string string_reply(Session& s, std::initializer_list<std::string_view> args) {
   Args a(args);
   Reply r = s.call(a);
@@ -35,11 +46,13 @@ std::string string_reply(Session& s, std::initializer_list<std::string_view> arg
 
 ClusterCore::ClusterCore(Url url, Options options)
     : cluster_(false), seeds_{std::move(url)},
-      shared_(std::make_shared<ClientShared>(std::move(options))), pool_(kPoolThreads) {}
+      shared_(std::make_shared<ClientShared>(std::move(options))), pool_(kPoolThreads),
+      reads_(ReadFrom::kPrimary) {}
 
 ClusterCore::ClusterCore(std::vector<Url> seeds, Options options)
     : cluster_(true), seeds_(std::move(seeds)),
-      shared_(std::make_shared<ClientShared>(std::move(options))), pool_(kPoolThreads) {
+      shared_(std::make_shared<ClientShared>(std::move(options))), pool_(kPoolThreads),
+      reads_(read_from(true, seeds_.front(), shared_->options())) {
   shared_->set_memfd_buffers(true);  // any node may be on this host (shm)
 }
 
@@ -70,9 +83,12 @@ void ClusterCore::start() {
   }
   if (last) std::rethrow_exception(last);
   const auto m = map();
-  pool_.run(m->nodes().size(), [&](size_t i) {
+  const size_t primaries = m->nodes().size();
+  const size_t replicas = reads_.uses_replicas() ? m->replicas().size() : 0;
+  pool_.run(primaries + replicas, [&](size_t i) {
     try {
-      node(m->nodes()[i]);
+      if (i < primaries) node(m->nodes()[i]);
+      else replica(m->replicas()[i - primaries]);
     } catch (...) {  // retried when the node is first used
     }
   });
@@ -98,8 +114,8 @@ std::shared_ptr<const SlotMap> ClusterCore::map() const {
   return map_;
 }
 
-std::shared_ptr<ClientCore> ClusterCore::node(const NodeAddress& a) {
-  const std::string address = a.address();
+std::shared_ptr<ClientCore> ClusterCore::node(const NodeAddress& a, bool readonly) {
+  const std::string address = pool_key(a, readonly);
   std::promise<std::shared_ptr<ClientCore>> made;
   std::shared_future<std::shared_ptr<ClientCore>> f;
   bool maker = false;
@@ -116,7 +132,7 @@ std::shared_ptr<ClientCore> ClusterCore::node(const NodeAddress& a) {
   }
   if (maker) {
     try {
-      made.set_value(make_node(a));
+      made.set_value(make_node(a, readonly));
     } catch (...) {
       {
         std::lock_guard lk(mu_);
@@ -128,9 +144,19 @@ std::shared_ptr<ClientCore> ClusterCore::node(const NodeAddress& a) {
   return f.get();
 }
 
-std::shared_ptr<ClientCore> ClusterCore::make_node(const NodeAddress& a) {
-  auto core = std::make_shared<ClientCore>(node_url(a), shared_);
+std::shared_ptr<ClientCore> ClusterCore::make_node(const NodeAddress& a, bool readonly) {
+  Url url = node_url(a);
+  url.readonly = readonly;
+  auto core = std::make_shared<ClientCore>(url, shared_);
   core->start();
+  if (reads_.mode() == ReadFrom::kNearest) {  // the node's first figure: one PING
+    const auto t0 = std::chrono::steady_clock::now();
+    core->with_session([](Session& s) {
+      Args ping{"PING"};
+      s.call_ok(ping);
+    });
+    reads_.record(a.address(), std::chrono::steady_clock::now() - t0);
+  }
   return core;
 }
 
@@ -200,12 +226,13 @@ void ClusterCore::learn_moved(std::span<const Redirect> moved, const NodeAddress
   if (stale) refresh(&from, nullptr);
 }
 
-void ClusterCore::node_failed(const NodeAddress& failed, const std::shared_ptr<const SlotMap>& seen) {
+void ClusterCore::node_failed(const NodeAddress& failed, const std::shared_ptr<const SlotMap>& seen,
+                              bool replica) {
   std::shared_future<std::shared_ptr<ClientCore>> gone;  // closed outside the lock
   bool stale;
   {
     std::lock_guard lk(mu_);
-    auto it = nodes_.find(failed.address());
+    auto it = nodes_.find(pool_key(failed, replica));
     if (it != nodes_.end() && it->second.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       gone = std::move(it->second);
       nodes_.erase(it);  // made afresh when next used (the server may have restarted)

@@ -12,6 +12,10 @@
 // the same version replaces it too but keeps the owners learnt from -MOVED since (a node's
 // own CLUSTER SLOTS may lag behind its redirects); an older one is ignored.
 //
+// Reads may go to replicas (Options::read_from, read_policy.h): a replica's pool is kept apart
+// from a primary's pool at the same address (its connections send READONLY after connecting),
+// and is reached over its Unix socket on this host as a primary is.
+//
 // A node on this host is reached over its Unix socket (so the shm fast path applies): when
 // the node is made, `CONFIG GET unixsocket` over TCP names the socket, and the node behind that
 // path must answer CLUSTER MYID with the node's id (or, without an id, CONFIG GET port with its
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "core.h"
+#include "read_policy.h"
 #include "slot_map.h"
 #include "task_pool.h"
 
@@ -47,7 +52,8 @@ class ClusterCore {
 
   /// One server: connects and settles the transport. A cluster: reads the map from the first
   /// seed that answers (a seed outside cluster mode becomes the one node serving every slot)
-  /// and connects to every primary (a node that fails now is retried when used). Throws Error:
+  /// and connects to every primary, and every replica when reads use them (a node that fails
+  /// now is retried when used). Throws Error:
   /// kConnection when no seed answers, kServer for an error reply (NOAUTH, ...).
   void start();
 
@@ -59,6 +65,10 @@ class ClusterCore {
   /// "verbs", "shm" or "resp": the transport of the node(s) connected, or "mixed".
   std::string_view transport();
 
+  /// Where reads go (Options::read_from, or the URL's read_from when that is kPrimary; always
+  /// kPrimary on a one-server client).
+  ReadPolicy& reads() { return reads_; }
+
   /// The one node of a one-server client.
   ClientCore& only() { return *only_; }
 
@@ -66,7 +76,10 @@ class ClusterCore {
   std::shared_ptr<const SlotMap> map() const;
   /// The pool of the node at `a`, made (connected) on first use. Throws Error(kConnection)
   /// when it cannot be reached.
-  std::shared_ptr<ClientCore> node(const NodeAddress& a);
+  std::shared_ptr<ClientCore> node(const NodeAddress& a) { return node(a, false); }
+  /// The read pool of the replica at `a` (its connections send READONLY), made on first use.
+  /// Throws as node().
+  std::shared_ptr<ClientCore> replica(const NodeAddress& a) { return node(a, true); }
   /// Nodes learnt from replies: the owners that -MOVED named (a redirect's empty host is
   /// `from`'s). Changes the map at once, then refreshes it from `from` (the node that
   /// answered), unless the map changed since `seen` (a map() taken before the call).
@@ -75,10 +88,14 @@ class ClusterCore {
   /// A node could not be reached (`failed`): forgets its pool (made afresh, connections and
   /// transport, when next used: the server may have restarted) and refreshes the map from the
   /// other nodes and the seeds (unless the map changed since `seen`, a map() taken before).
-  void node_failed(const NodeAddress& failed, const std::shared_ptr<const SlotMap>& seen);
+  /// `replica`: the failed pool is the replica read pool of `failed` (replica()).
+  void node_failed(const NodeAddress& failed, const std::shared_ptr<const SlotMap>& seen,
+                   bool replica = false);
 
  private:
-  std::shared_ptr<ClientCore> make_node(const NodeAddress& a);
+  std::shared_ptr<ClientCore> node(const NodeAddress& a, bool readonly);
+  /// Connects a pool; with kNearest, times one PING on it (ReadPolicy::record).
+  std::shared_ptr<ClientCore> make_node(const NodeAddress& a, bool readonly);
   /// The node's Url: its Unix socket when it is on this host, else TCP.
   Url node_url(const NodeAddress& a);
   /// Reads the map through `s`; nullopt when the server is not in cluster mode.
@@ -95,11 +112,13 @@ class ClusterCore {
   std::shared_ptr<ClientShared> shared_;
   std::shared_ptr<ClientCore> only_;  // one server
   TaskPool pool_;
+  ReadPolicy reads_;
 
   mutable std::mutex mu_;
   std::shared_ptr<const SlotMap> map_;
   std::map<uint16_t, std::pair<std::string, int>> learnt_;  // slot -> owner from -MOVED
-  std::map<std::string, std::shared_future<std::shared_ptr<ClientCore>>> nodes_;  // by address
+  // by address; a replica's read pool by "ro " + address
+  std::map<std::string, std::shared_future<std::shared_ptr<ClientCore>>> nodes_;
   bool refreshing_ = false;
   std::condition_variable refreshed_;
 };

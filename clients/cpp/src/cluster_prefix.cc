@@ -11,7 +11,15 @@
 // learns the new owner and the lookup runs again (at most Options::cluster_max_attempts
 // times); after the last attempt, or for -ASK, the run ends there (a shorter hit is safe: the
 // caller recomputes more). Against servers without KV.PREFIX: EXISTS until the first miss.
+//
+// Lookups without a pin follow Options::read_from: a node's part goes first to the node
+// ReadPolicy chooses (a replica of every slot of the part); from the first key that node does
+// not have (a miss: the write may not have reached it; a key it does not serve), the rest of
+// the part is asked of the primary, whose answer continues the count. A replica that cannot
+// answer leaves the whole part to the primary. Pinning lookups always go to the primary: the
+// lease must be where evictions are decided.
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 #include "cluster/slot.h"
@@ -43,6 +51,40 @@ PrefixReply node_chain(ClientCore& node, std::span<const std::string_view> keys,
   return reply.supported ? reply : exists_prefix(node, keys);
 }
 
+// An unpinned part's run on the replica ReadPolicy chooses: nullopt when the choice is the
+// primary, or the replica does not hold every slot of the part, or cannot answer (then it is
+// skipped for a while and the map refreshed). Else the replica's reply, which the caller
+// continues on the primary when it stops short of the part.
+std::optional<PrefixReply> replica_chain(ClusterCore& cc, const std::shared_ptr<const SlotMap>& map,
+                                         std::span<const uint16_t> slots,
+                                         std::span<const std::string_view> keys) {
+  ReadPolicy& reads = cc.reads();
+  const int r = reads.choose(*map, slots.front());
+  if (r == ReadPolicy::kPrimary) return std::nullopt;
+  for (uint16_t slot : slots) {
+    const std::span<const uint16_t> of = map->replicas_of(slot);
+    if (std::find(of.begin(), of.end(), static_cast<uint16_t>(r)) == of.end()) return std::nullopt;
+  }
+  const NodeAddress& a = map->replicas()[static_cast<size_t>(r)];
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    PrefixReply reply = node_chain(*cc.replica(a), keys, std::nullopt);
+    reads.record(a.address(), std::chrono::steady_clock::now() - t0);
+    if (reply.left_at) reply.count = *reply.left_at;  // from the key it does not serve: the primary
+    reply.left_at.reset();
+    reply.redirect.clear();
+    return reply;
+  } catch (const Error& e) {
+    if (e.kind() == Error::Kind::kConnection) {
+      reads.failed(a.address());
+      cc.node_failed(a, map, true);
+      return std::nullopt;
+    }
+    if (e.kind() == Error::Kind::kServer) return std::nullopt;
+    throw;
+  }
+}
+
 }  // namespace
 
 size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, std::optional<uint64_t> pin_ms) {
@@ -56,6 +98,7 @@ size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, st
     uint16_t node = 0;
     std::vector<size_t> idx;  // chain indices, in order
     std::vector<std::string_view> keys;
+    std::vector<uint16_t> slots;
     PrefixReply reply;
     std::exception_ptr error;
     bool lost = false;
@@ -79,11 +122,25 @@ size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, st
       Part& p = parts[static_cast<size_t>(part_of[n])];
       p.idx.push_back(i);
       p.keys.push_back(keys[i]);
+      p.slots.push_back(slots[i]);
     }
     cc.pool().run(parts.size(), [&](size_t k) {
       Part& p = parts[k];
       try {
-        p.reply = node_chain(*cc.node(map->nodes()[p.node]), p.keys, pin_ms);
+        size_t have = 0;  // leading keys of the part a replica has
+        if (!pin_ms && cc.reads().uses_replicas()) {
+          if (std::optional<PrefixReply> r = replica_chain(cc, map, p.slots, p.keys)) {
+            if (r->count == p.keys.size()) {  // the replica has the whole part
+              p.reply = *r;
+              return;
+            }
+            have = r->count;
+          }
+        }
+        const std::span<const std::string_view> rest = std::span<const std::string_view>(p.keys).subspan(have);
+        p.reply = node_chain(*cc.node(map->nodes()[p.node]), rest, pin_ms);
+        p.reply.count += have;
+        if (p.reply.left_at) *p.reply.left_at += have;
       } catch (const Error& e) {
         p.error = std::current_exception();
         p.lost = e.kind() == Error::Kind::kConnection;

@@ -3,6 +3,7 @@
 #include "routed_ops.h"
 
 #include <atomic>
+#include <chrono>
 
 #include "cluster_batch.h"
 #include "node_ops.h"
@@ -15,6 +16,46 @@ std::vector<KeyItem> key_items(std::span<const std::string_view> keys) {
   items.reserve(keys.size());
   for (std::string_view k : keys) items.push_back({k});
   return items;
+}
+
+// With Options::read_from other than kPrimary: the read on the node ReadPolicy chooses. True
+// when that node answered (`n` set: the length, or nullopt for a miss on the primary); false
+// when the primary is to be asked (the chosen node was the primary, or the replica missed,
+// answered an error, or could not be reached: cluster_batch.h's rules).
+bool replica_get_with(ClusterCore& cc, std::string_view key, uint16_t slot, const Allocator& alloc,
+                      std::optional<size_t>& n) {
+  ReadPolicy& reads = cc.reads();
+  if (!reads.uses_replicas()) return false;
+  const std::shared_ptr<const SlotMap> map = cc.map();
+  const NodeAddress* primary = map->node_of(slot);
+  if (primary == nullptr) return false;
+  const int r = reads.choose(*map, slot);
+  const bool on_replica = r != ReadPolicy::kPrimary;
+  const NodeAddress& at = on_replica ? map->replicas()[static_cast<size_t>(r)] : *primary;
+  try {
+    const std::shared_ptr<ClientCore> node = on_replica ? cc.replica(at) : cc.node(at);
+    const auto t0 = std::chrono::steady_clock::now();
+    n = node_get_with(*node, key, alloc);
+    reads.record(at.address(), std::chrono::steady_clock::now() - t0);
+    return n.has_value() || !on_replica;  // a replica's miss: ask the primary
+  } catch (const Error& e) {
+    if (!on_replica) {
+      if (e.kind() == Error::Kind::kConnection || (e.kind() == Error::Kind::kServer && parse_redirect(e.what())))
+        return false;  // the primary loop below handles it from the start
+      throw;
+    }
+    if (e.kind() == Error::Kind::kConnection) {
+      reads.failed(at.address());
+      cc.node_failed(at, map, true);
+    } else if (std::optional<Redirect> moved = e.kind() == Error::Kind::kServer ? parse_redirect(e.what()) : std::nullopt;
+               moved && !moved->ask) {
+      if (moved->host.empty()) moved->host = at.host;
+      cc.learn_moved({&*moved, 1}, at, map);
+    } else if (e.kind() != Error::Kind::kServer) {
+      throw;  // kProtocol, kUsage (the allocator's): the primary would not do better
+    }
+    return false;
+  }
 }
 
 }  // namespace
@@ -35,13 +76,15 @@ std::vector<Result> routed_get_into(ClusterCore& cc, std::span<const GetItem> it
   route_keys(cc, items, std::span<Result>(out),
              [&](ClientCore& node, std::span<const GetItem> part, std::span<Result> part_out, bool asking) {
                node_get_into(node, part, part_out, asking);
-             });
+             },
+             /*read=*/true);
   return out;
 }
 
 std::optional<size_t> routed_get_with(ClusterCore& cc, std::string_view key, const Allocator& alloc) {
   if (!cc.cluster()) return node_get_with(cc.only(), key, alloc);
   const uint16_t slot = cluster::key_slot(key);
+  if (std::optional<size_t> n; replica_get_with(cc, key, slot, alloc, n)) return n;
   std::optional<NodeAddress> ask;  // the node an -ASK named
   for (int attempt = 1;; ++attempt) {
     const bool last = attempt >= cc.options().cluster_max_attempts;
@@ -80,7 +123,8 @@ std::vector<Result> routed_exists(ClusterCore& cc, std::span<const std::string_v
   route_keys(cc, std::span<const KeyItem>(items), std::span<Result>(out),
              [&](ClientCore& node, std::span<const KeyItem> part, std::span<Result> part_out, bool asking) {
                node_exists(node, part, part_out, asking);
-             });
+             },
+             /*read=*/true);
   return out;
 }
 

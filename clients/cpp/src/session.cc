@@ -36,17 +36,21 @@ Session::Session(const Url& url, const Options& options) : in_(kReadChunk) {
   if (options.io_timeout_ms > 0) redisSetTimeout(c_, to_timeval(options.io_timeout_ms));
   const std::string& user = options.password.empty() ? url.user : options.user;
   const std::string& password = options.password.empty() ? url.password : options.password;
-  if (!password.empty()) {
-    Args auth{"AUTH"};
-    if (!user.empty()) auth.add(user);
-    auth.add(password);
-    try {
+  try {
+    if (!password.empty()) {
+      Args auth{"AUTH"};
+      if (!user.empty()) auth.add(user);
+      auth.add(password);
       call_ok(auth);
-    } catch (...) {  // the destructor does not run for a throwing constructor
-      redisFree(c_);
-      c_ = nullptr;
-      throw;
     }
+    if (url.readonly) {  // a cluster replica's reads of its shard's slots are served there
+      Args readonly{"READONLY"};
+      call_ok(readonly);
+    }
+  } catch (...) {  // the destructor does not run for a throwing constructor
+    redisFree(c_);
+    c_ = nullptr;
+    throw;
   }
 }
 

@@ -60,7 +60,8 @@ inline std::string_view text(const redisReply* r) { return {r->str, r->len}; }
 
 class Session {
  public:
-  /// Connects and authenticates. Throws Error (kConnection, or kServer when AUTH fails).
+  /// Connects and authenticates (AUTH when a password is given), then sends READONLY when
+  /// `url.readonly`. Throws Error (kConnection, or kServer when AUTH or READONLY fails).
   Session(const Url& url, const Options& options);
   ~Session();
   Session(const Session&) = delete;

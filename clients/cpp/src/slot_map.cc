@@ -22,9 +22,30 @@ std::optional<Int> to_int(std::string_view s) {
 
 std::string_view str(const redisReply* r) { return {r->str, r->len}; }
 
+// A node of a CLUSTER SLOTS range: [host, port, id, ...].
+NodeAddress parse_node(const redisReply* node, std::string_view asked_host) {
+  if (node->type != REDIS_REPLY_ARRAY || node->elements < 2 || node->element[0]->type != REDIS_REPLY_STRING ||
+      node->element[1]->type != REDIS_REPLY_INTEGER)
+    bad_reply("a node is not [host, port, ...]");
+  NodeAddress a;
+  a.host = str(node->element[0]);
+  if (a.host.empty() || a.host == "?") a.host = asked_host;
+  a.port = static_cast<int>(node->element[1]->integer);
+  if (node->elements >= 3 && node->element[2]->type == REDIS_REPLY_STRING) a.id = str(node->element[2]);
+  return a;
+}
+
+// Index of host:port in `nodes`, added when absent.
+uint16_t index_of(std::vector<NodeAddress>& nodes, NodeAddress a) {
+  for (size_t n = 0; n < nodes.size(); ++n)
+    if (nodes[n].host == a.host && nodes[n].port == a.port) return static_cast<uint16_t>(n);
+  nodes.push_back(std::move(a));
+  return static_cast<uint16_t>(nodes.size() - 1);
+}
+
 }  // namespace
 
-SlotMap::SlotMap() : owner_(cluster::kSlots, kNone) {}
+SlotMap::SlotMap() : owner_(cluster::kSlots, kNone), replica_set_(cluster::kSlots, kNone) {}
 
 SlotMap SlotMap::single(NodeAddress node) {
   SlotMap m;
@@ -43,31 +64,32 @@ SlotMap SlotMap::from_cluster_slots(const redisReply* reply, std::string_view as
     if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) bad_reply("a range is not [first, last, node...]");
     const redisReply* first = range->element[0];
     const redisReply* last = range->element[1];
-    const redisReply* node = range->element[2];
     if (first->type != REDIS_REPLY_INTEGER || last->type != REDIS_REPLY_INTEGER || first->integer < 0 ||
         last->integer < first->integer || last->integer >= cluster::kSlots)
       bad_reply("bad slot numbers");
-    if (node->type != REDIS_REPLY_ARRAY || node->elements < 2 || node->element[0]->type != REDIS_REPLY_STRING ||
-        node->element[1]->type != REDIS_REPLY_INTEGER)
-      bad_reply("a node is not [host, port, ...]");
-    NodeAddress a;
-    a.host = str(node->element[0]);
-    if (a.host.empty() || a.host == "?") a.host = asked_host;
-    a.port = static_cast<int>(node->element[1]->integer);
-    if (node->elements >= 3 && node->element[2]->type == REDIS_REPLY_STRING) a.id = str(node->element[2]);
-    uint16_t index = kNone;
-    for (size_t n = 0; n < m.nodes_.size(); ++n)
-      if (m.nodes_[n].host == a.host && m.nodes_[n].port == a.port) index = static_cast<uint16_t>(n);
-    if (index == kNone) {
-      index = static_cast<uint16_t>(m.nodes_.size());
-      m.nodes_.push_back(std::move(a));
+    const uint16_t index = index_of(m.nodes_, parse_node(range->element[2], asked_host));
+    uint16_t set = kNone;
+    if (range->elements > 3) {
+      std::vector<uint16_t> replicas;
+      for (size_t r = 3; r < range->elements; ++r)
+        replicas.push_back(index_of(m.replicas_, parse_node(range->element[r], asked_host)));
+      for (size_t k = 0; k < m.sets_.size() && set == kNone; ++k)
+        if (m.sets_[k] == replicas) set = static_cast<uint16_t>(k);
+      if (set == kNone) {
+        set = static_cast<uint16_t>(m.sets_.size());
+        m.sets_.push_back(std::move(replicas));
+      }
     }
-    for (int64_t s = first->integer; s <= last->integer; ++s) m.owner_[static_cast<size_t>(s)] = index;
+    for (int64_t s = first->integer; s <= last->integer; ++s) {
+      m.owner_[static_cast<size_t>(s)] = index;
+      m.replica_set_[static_cast<size_t>(s)] = set;
+    }
   }
   return m;
 }
 
 void SlotMap::set_owner(uint16_t slot, std::string_view host, int port) {
+  replica_set_[slot] = kNone;  // the new owner's replicas are not known yet
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (nodes_[n].host == host && nodes_[n].port == port) {
       owner_[slot] = static_cast<uint16_t>(n);

@@ -1,5 +1,5 @@
 // slot_map.h - a client's picture of a cluster: which node serves each of the 16384 hash slots,
-// as CLUSTER SLOTS tells it, with the topology's version (CLUSTER INFO's
+// and which replicas hold it (for reads, read_policy.h), as CLUSTER SLOTS tells it, with the topology's version (CLUSTER INFO's
 // cluster_current_epoch), corrected slot by slot by -MOVED replies. A SlotMap is a value: the
 // cluster layer (cluster_core.h) swaps whole maps, and a call routes all its keys with the one
 // map it took. Also here: the texts of -MOVED and -ASK.
@@ -9,13 +9,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace stratakv::detail {
 
-/// A primary of the cluster.
+/// A node of the cluster (a primary, or a replica in SlotMap::replicas()).
 struct NodeAddress {
   std::string host;
   int port = 0;
@@ -50,12 +51,24 @@ class SlotMap {
     return owner_[slot] == kNone ? nullptr : &nodes_[owner_[slot]];
   }
   /// Slot `slot` is served by the node at host:port (added when unknown): a -MOVED's news.
+  /// The slot's replicas are then unknown (replicas_of() is empty) until the next refresh.
   void set_owner(uint16_t slot, std::string_view host, int port);
+
+  /// Every replica CLUSTER SLOTS listed (each once), in the order first listed.
+  const std::vector<NodeAddress>& replicas() const { return replicas_; }
+  /// Indices in replicas() of the replicas of `slot`'s shard (< 16384), in CLUSTER SLOTS's
+  /// order; empty when it has none or they are unknown.
+  std::span<const uint16_t> replicas_of(uint16_t slot) const {
+    return replica_set_[slot] == kNone ? std::span<const uint16_t>{} : std::span<const uint16_t>(sets_[replica_set_[slot]]);
+  }
 
  private:
   uint64_t version_ = 0;
   std::vector<NodeAddress> nodes_;
   std::vector<uint16_t> owner_;  // one per slot
+  std::vector<NodeAddress> replicas_;
+  std::vector<std::vector<uint16_t>> sets_;  // distinct replica sets, indices in replicas_
+  std::vector<uint16_t> replica_set_;        // one per slot: index in sets_, or kNone
 };
 
 /// cluster_current_epoch of a CLUSTER INFO text (0 when absent).

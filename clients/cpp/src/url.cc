@@ -55,6 +55,12 @@ void read_query(std::string_view text, std::string_view query, Url& url) {
     if (name == "password") url.password = value;
     else if (name == "user" || name == "username") url.user = value;
     else if (name == "db" && (value == "0" || value.empty())) continue;
+    else if (name == "read_from") {
+      if (value == "primary") url.read_from = ReadFrom::kPrimary;
+      else if (value == "replicas") url.read_from = ReadFrom::kReplicas;
+      else if (value == "nearest") url.read_from = ReadFrom::kNearest;
+      else bad(text, "read_from must be primary, replicas or nearest, not '" + value + "'");
+    }
     else bad(text, "unsupported query parameter '" + std::string(name) + "'");
   }
 }

@@ -1,9 +1,12 @@
 // url.h - the server address a Client is made from.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "stratakv/client.h"
 
 namespace stratakv::detail {
 
@@ -15,17 +18,24 @@ struct Url {
   std::string path;  ///< kUnix: the socket's path
   std::string user;
   std::string password;
+  /// `?read_from=primary|replicas|nearest` (a cluster URL's; accepted on any URL).
+  std::optional<ReadFrom> read_from;
+  /// Not from the text: the connection sends READONLY after AUTH (a cluster replica read
+  /// through, see cluster_core.h).
+  bool readonly = false;
 };
 
 /// Parses `redis://[[user]:password@]host[:port][/0]`, `[user:password@]` with IPv6 hosts in
 /// brackets, and `unix://[[user]:password@]/path[?password=..&user=..]`. Percent-escapes in the
-/// user, password and path are decoded. Throws Error(kUsage) naming what is wrong.
+/// user, password and path are decoded. The query may also hold `read_from=primary|replicas|
+/// nearest`. Throws Error(kUsage) naming what is wrong.
 Url parse_url(std::string_view text);
 
 /// Whether `text` is a cluster URL (starts with "redis+cluster://").
 bool is_cluster_url(std::string_view text);
 /// Parses `redis+cluster://[[user]:password@]host:port[,host:port...][?password=..&user=..]`:
-/// the seed nodes, each a kTcp Url with the user and password. Throws Error(kUsage).
+/// the seed nodes, each a kTcp Url with the user and password (and the query's read_from).
+/// Throws Error(kUsage).
 std::vector<Url> parse_cluster_url(std::string_view text);
 
 }  // namespace stratakv::detail

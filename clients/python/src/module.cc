@@ -110,8 +110,14 @@ std::unique_ptr<Client> make_client(const std::string& url, size_t max_connectio
                                     const std::string& transport, int connect_timeout_ms,
                                     int io_timeout_ms, size_t max_staging_bytes,
                                     std::optional<std::string> password, int cluster_max_attempts,
-                                    bool cluster_unix_sockets, uint64_t stripe_ttl_ms) {
+                                    bool cluster_unix_sockets, uint64_t stripe_ttl_ms,
+                                    std::optional<std::string> read_from) {
   stratakv::Options o;
+  // None: the URL's ?read_from= (or primary); a name overrides the URL's.
+  if (!read_from || *read_from == "primary") o.read_from = stratakv::ReadFrom::kPrimary;
+  else if (*read_from == "replicas") o.read_from = stratakv::ReadFrom::kReplicas;
+  else if (*read_from == "nearest") o.read_from = stratakv::ReadFrom::kNearest;
+  else throw py::value_error("read_from must be 'primary', 'replicas' or 'nearest'");
   o.cluster_max_attempts = cluster_max_attempts;
   o.cluster_unix_sockets = cluster_unix_sockets;
   o.stripe_ttl_ms = stripe_ttl_ms;
@@ -263,7 +269,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("transport") = "auto", py::arg("connect_timeout_ms") = 5000,
            py::arg("io_timeout_ms") = 60000, py::arg("max_staging_bytes") = size_t{256} << 20,
            py::arg("password") = py::none(), py::arg("cluster_max_attempts") = 5,
-           py::arg("cluster_unix_sockets") = true, py::arg("stripe_ttl_ms") = uint64_t{3600} * 1000)
+           py::arg("cluster_unix_sockets") = true, py::arg("stripe_ttl_ms") = uint64_t{3600} * 1000,
+           py::arg("read_from") = py::none())
       .def_property_readonly("transport", [](const Client& c) { return std::string(c.transport()); })
       .def_property_readonly("cluster", &Client::cluster)
       .def("put", &put, py::arg("key"), py::arg("value"), py::arg("ttl_ms") = py::none(), py::arg("nx") = false,

@@ -24,11 +24,18 @@ class Client(_NativeClient):
 
     Client(url, *, max_connections=8, transport="auto", connect_timeout_ms=5000,
            io_timeout_ms=60000, max_staging_bytes=256 MiB, password=None,
-           cluster_max_attempts=5, cluster_unix_sockets=True, stripe_ttl_ms=3600000)
+           cluster_max_attempts=5, cluster_unix_sockets=True, stripe_ttl_ms=3600000,
+           read_from=None)
 
     url: "redis://host:port", "unix:///path.sock", or "redis+cluster://host:port[,host:port...]"
     (seeds of a cluster: keys are routed by slot, batches split by node and run in parallel,
     -MOVED/-ASK followed; `cluster` is then True).
+
+    read_from (a cluster's reads: get, get_into, batch_get_into, exists, batch_exists,
+    prefix_match without pin_ms): None
+    (the URL's ?read_from=, else "primary"), "primary", "replicas" (a replica of the key's
+    shard, in turn) or "nearest" (the shard's node with the lowest measured round trip). A
+    replica's miss is asked again of the primary; a replica may lag (docs/sdk.md).
 
     transport: "auto" (verbs when this host and the server have an RDMA device, else shm on a
     unix:// URL or a cluster node on this host, else RESP), or one of "verbs", "shm", "resp"

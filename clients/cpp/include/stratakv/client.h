@@ -15,8 +15,9 @@
 // Cluster: on a `redis+cluster://host:port[,host:port...]` URL the Client learns the slot map
 // from a seed, keeps one connection pool per node (each with its own transport: shm for a node
 // on this host, found by its Unix socket; verbs; else RESP), routes every key by its slot,
-// splits batches by node and runs the parts in parallel, and follows -MOVED and -ASK.
-// See docs/sdk.md.
+// splits batches by node and runs the parts in parallel, and follows -MOVED and -ASK. Reads may
+// go to replicas (Options::read_from, or `?read_from=replicas|nearest` in the URL), falling
+// back to the primary on a replica's miss. See docs/sdk.md.
 //
 // Thread-safety: a Client may be used from any number of threads at once. Each call borrows
 // one connection from a pool (at most Options::max_connections, opened on demand; a call
@@ -64,6 +65,20 @@ enum class TransportKind {
   kVerbs,  ///< verbs (RDMA), or the constructor throws
 };
 
+/// Which node of a shard serves a cluster client's reads (get, get_with, get_into, batch_get_into,
+/// exists, batch_exists, prefix_match without a pin; striped values' parts too). Writes,
+/// removes, pinning prefix_match and unpin always go to the primary. A replica may lag its primary (asynchronous replication): a read from a
+/// replica that misses is asked again of the primary, but a replica may still return an older
+/// value of a key overwritten just before (WAIT on the primary, or kPrimary, when you need your
+/// own write back). docs/sdk.md "Reading from replicas".
+enum class ReadFrom {
+  kPrimary,   ///< every read to the slot's primary (the default)
+  kReplicas,  ///< a replica of the slot's shard, in turn over its replicas (the primary when
+              ///< the shard has none)
+  kNearest,   ///< the node of the shard (primary or replica) with the lowest measured round
+              ///< trip (an average of PINGs and reads; docs/sdk.md)
+};
+
 struct Options {
   /// Most connections open at once (each call uses one; calls beyond this wait).
   size_t max_connections = 8;
@@ -97,6 +112,9 @@ struct Options {
   /// Cluster: reach a node on this host over its Unix socket (so shm applies), found by
   /// `CONFIG GET unixsocket` and checked by `CLUSTER MYID` over that socket.
   bool cluster_unix_sockets = true;
+  /// Cluster: where reads go (ReadFrom). kPrimary here lets a URL's `?read_from=` decide;
+  /// another value overrides the URL's. Ignored on a one-server (redis://, unix://) client.
+  ReadFrom read_from = ReadFrom::kPrimary;
   /// Striping: the TTL of a striped value put without one, milliseconds (a striped value
   /// always expires, so parts of a put that died, or of an evicted manifest, go too).
   uint64_t stripe_ttl_ms = 3600 * 1000;
