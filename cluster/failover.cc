@@ -112,6 +112,8 @@ void FailoverAgent::manual(bool force) {
       if (std::find(s.replicas.begin(), s.replicas.end(), options_.my_id) != s.replicas.end())
         mine = &s;
   if (mine == nullptr || mine->primary.empty()) return say("refused: not a replica of a shard");
+  if (options_.promotable && !options_.promotable())
+    return say("refused: this replica has no complete copy yet");
   if (force) {
     say("forced: taking over without the primary");
     take_over(mine->id, mine->primary);
@@ -213,6 +215,9 @@ bool FailoverAgent::poll_once() {
       ++rank;
   }
   if (now - missing_since_ < std::chrono::seconds(rank)) return false;
+  // A replica still taking (or that never took) its full copy would be promoted with part of
+  // the data: it waits; a complete replica, or the primary's return, resolves it.
+  if (options_.promotable && !options_.promotable()) return false;
   return take_over(mine->id, mine->primary);
 }
 

@@ -41,6 +41,8 @@ struct FailoverOptions {
   /// This node's replication offset (what it has applied), and where to publish it (its record).
   std::function<uint64_t()> repl_offset;
   std::function<void(uint64_t offset)> publish_offset;
+  /// Whether this node may take over (a replica whose full copy is complete); empty: yes.
+  std::function<bool()> promotable;
   /// Fencing's way back (docs/replication.md): while `wants_confirmation()` says so (a primary
   /// whose lease lapsed, or one just started from a saved topology), each poll reads the record
   /// from etcd and hands it to `confirm`, which lifts the fence when it still names this node

@@ -78,6 +78,10 @@ class ReplicaLink {
   /// The replication id and the offset applied (every byte before it).
   std::string replid() const;
   uint64_t offset() const { return offset_.load(std::memory_order_acquire); }
+  /// Whether this node holds a complete copy of the primary's history up to offset(): a full
+  /// copy was applied (now or in an earlier connection). A replica without one must not be
+  /// promoted.
+  bool synced() const { return have_offset_.load(std::memory_order_acquire); }
   /// Wall clock (Unix ms) of the last byte received from the primary.
   int64_t last_io_ms() const { return last_io_ms_.load(std::memory_order_relaxed); }
   /// Wall clock when the link last went down (0: never up yet).
@@ -110,7 +114,7 @@ class ReplicaLink {
   mutable std::mutex id_mu_;
   std::string replid_;
   std::atomic<uint64_t> offset_{0};
-  bool have_offset_ = false;
+  std::atomic<bool> have_offset_{false};
   uint64_t acked_ = 0;
   int64_t last_ack_ms_ = 0;
   std::atomic<int64_t> last_io_ms_{0}, down_since_ms_{0};

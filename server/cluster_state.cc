@@ -221,6 +221,7 @@ std::optional<std::string> ClusterState::start_etcd() {
     const std::shared_ptr<const ClusterView> v = view();
     agent_->set_progress(v ? v->topology->version : 0, offset);
   };
+  f.promotable = [this] { return !promotable_ || promotable_(); };
   f.wants_confirmation = [this] { return fencing_.load() && lapsed_.load(); };
   f.confirm = [this](std::shared_ptr<const cluster::Topology> t) { confirm(std::move(t)); };
   f.primary_auth = [this] {
@@ -232,7 +233,10 @@ std::optional<std::string> ClusterState::start_etcd() {
   return std::nullopt;
 }
 
-std::shared_ptr<const ClusterView> ClusterState::view() const { return view_.load(); }
+std::shared_ptr<const ClusterView> ClusterState::view() const {
+  std::lock_guard lock(view_mu_);
+  return view_;
+}
 
 std::optional<std::string> ClusterState::load_or_make_id() {
   const std::string dir = config_.str(Key::kDir);
@@ -289,7 +293,7 @@ std::optional<std::string> ClusterState::start(uint16_t tcp_port) {
 
 bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
   std::lock_guard lock(apply_mu_);
-  const std::shared_ptr<const ClusterView> current = view_.load();
+  const std::shared_ptr<const ClusterView> current = view();
   // Only newer versions (0 is the placeholder of a node that has none yet).
   if (current && current->topology->version >= topology->version) return false;
 
@@ -360,7 +364,10 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
     if (view->i_am_primary) role_hook_(nullptr);
     else if (const cluster::NodeAddress* p = topology->node(mine.primary)) role_hook_(p);
   }
-  view_.store(std::move(view));
+  {
+    std::lock_guard lock(view_mu_);
+    view_ = std::move(view);
+  }
   log::notice("cluster: serving topology version " + std::to_string(topology->version) + " (" +
               std::to_string(topology->shards.size()) + " shards, " +
               std::to_string(topology->nodes.size()) + " nodes)");

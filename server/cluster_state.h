@@ -87,6 +87,8 @@ class ClusterState {
 
   /// This node's replication offset, for failover's rank (etcd mode). Set before start().
   void set_repl_offset_hook(std::function<uint64_t()> hook) { repl_offset_ = std::move(hook); }
+  /// Whether this node may be promoted (a complete replica). Set before start().
+  void set_promotable_hook(std::function<bool()> hook) { promotable_ = std::move(hook); }
 
   /// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica (etcd mode): starts a manual failover on
   /// the failover agent's thread. Returns an error text, or "" when it started.
@@ -134,10 +136,15 @@ class ClusterState {
   bool started_unconfirmed_ = false;  // etcd mode, until the first confirmation (fence_mu_)
   std::atomic<bool> saved_phase_{false};  // TopologyAgent::start() applies the saved copy
   std::function<uint64_t()> repl_offset_;
+  std::function<bool()> promotable_;
   std::unique_ptr<cluster::FailoverAgent> failover_;  // etcd mode
   std::function<void(const cluster::NodeAddress* primary)> role_hook_;
   std::mutex apply_mu_;  // one apply() at a time (the view's swap itself is atomic)
-  std::atomic<std::shared_ptr<const ClusterView>> view_;
+  // The current view. A mutex rather than std::atomic<std::shared_ptr>: views are read by
+  // CLUSTER commands and INFO, never per request, and libstdc++ 12's atomic shared_ptr reads
+  // its pointer in a way ThreadSanitizer reports as a race.
+  mutable std::mutex view_mu_;
+  std::shared_ptr<const ClusterView> view_;
   std::unique_ptr<cluster::TopologyAgent> agent_;  // etcd mode
 };
 

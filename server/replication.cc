@@ -258,6 +258,11 @@ uint64_t Replication::applied_offset() const {
   return backlog_ ? backlog_->offset() : 0;
 }
 
+bool Replication::promotable() const {
+  std::lock_guard lock(mu_);
+  return !replica_.load() || (link_ && link_->synced());
+}
+
 uint64_t Replication::offset() const {
   std::lock_guard lock(mu_);
   return backlog_ ? backlog_->offset() : 0;

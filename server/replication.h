@@ -74,6 +74,9 @@ class Replication {
   /// What this node has of the stream: a replica's applied offset, a primary's own offset
   /// (failover ranks replicas by it).
   uint64_t applied_offset() const;
+  /// Whether this node may be promoted: a primary, or a replica that holds a complete copy
+  /// (not one whose full copy is still running or never ran).
+  bool promotable() const;
   /// Bytes of the stream so far (master_repl_offset); 0 when no backlog yet.
   uint64_t offset() const;
   /// Replicas that acknowledged every byte before `offset`.
