@@ -44,6 +44,7 @@ bool is_loopback(const asio::ip::address& a) {
 
 Server::Server(Config& config, void (*more_commands)(CommandTable&))
     : config_(config),
+      keyspace_events_(config_, pubsub_),
       // The keyspace's slots are Redis Cluster's (cluster/slot.h): a slot's keys share a shard.
       keyspace_(128, &cluster::key_slot),
       // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
@@ -60,6 +61,10 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       run_id_(random_hex(40)) {
   cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
   keyspace_.add_observer(&watches_);
+  keyspace_.add_observer(&keyspace_events_);
+  // Events raised off a command's thread (expiry, eviction, the SSD tier) are published by
+  // the main loop, where no shard lock is held.
+  keyspace_events_.set_wake([this] { asio::post(main_io_, [this] { keyspace_events_.drain(); }); });
   register_all_commands(commands_);
   if (more_commands != nullptr) more_commands(commands_);
   sync_eviction_options();
@@ -260,10 +265,11 @@ void Server::cron() {
       stats_.ops_per_sec.store((ops - last_ops_) * 1000 / (now - last_ops_ms_));
     last_ops_ = ops;
     last_ops_ms_ = now;
-    // Idle clients (`timeout` seconds, 0 = never).
+    // Idle clients (`timeout` seconds, 0 = never); subscribers wait for messages, and are
+    // never idle (clientsCronHandleTimeout).
     if (int64_t timeout = config_.num(Key::kTimeout); timeout > 0) {
       clients_.for_each([&](Connection& c) {
-        if (c.idle_ms(now) > timeout * 1000) c.close();
+        if (c.idle_ms(now) > timeout * 1000 && !c.pubsub().active()) c.close();
       });
     }
     cron();

@@ -26,7 +26,8 @@ enum class ChangeKind : uint8_t {
   kExpire,     ///< only its deadline changed (`expire_ms`; 0 = persisted)
   kDelete,     ///< the key is gone
   kDemoted,    ///< its value left memory; an SSD record holds it (content unchanged)
-  kPromoted,   ///< its value is back in memory from SSD (content unchanged)
+  kPromoted,   ///< its value is back in memory from SSD (content unchanged); with kEntryTransient
+               ///< in prev_flags, only for one command, after which it is kDemoted again
   kRecovered,  ///< rebuilt from the SSD tier at start-up (value on SSD only)
 };
 
@@ -49,6 +50,7 @@ struct Change {
   std::string_view key;
   const ValueRef* value;  ///< kSet, kPromoted: the value the key holds now; else null
   int64_t expire_ms;      ///< the deadline after the change, absolute Unix ms; 0 = none
+  bool created = false;   ///< kSet: the key did not exist before (Redis's dbAdd; event "new")
 };
 
 /// Learns of every change of a Keyspace (Keyspace::add_observer).

@@ -280,7 +280,7 @@ class Shard {
   friend class Keyspace;
   // Tells every observer about one change of `item` (after it; `item` may be unlinked).
   void announce(ChangeKind kind, ChangeCause cause, uint8_t prev_flags, std::string_view key,
-                uint16_t slot, const ValueRef* value, int64_t expire_ms);
+                uint16_t slot, const ValueRef* value, int64_t expire_ms, bool created = false);
   // Removes `item` from the expiry and lease indexes and its slot's list, leaving it in the
   // table (the caller announces the change, then erases the node from map_).
   void detach(Item* item, uint16_t slot);

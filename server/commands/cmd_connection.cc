@@ -25,6 +25,13 @@ bool check_password(CommandContext& ctx, std::string_view user, std::string_view
 
 void cmd_ping(CommandContext& ctx) {
   if (ctx.args.size() > 2) return ctx.out.error(err::wrong_arity("ping"));
+  if (ctx.conn.subscribed_resp2()) {
+    // In RESP2's subscribed mode a reply is an array like a message's (pingCommand).
+    ctx.out.array(2);
+    ctx.out.bulk("pong");
+    ctx.out.bulk(ctx.args.size() == 2 ? ctx.args[1] : std::string_view());
+    return;
+  }
   if (ctx.args.size() == 2) ctx.out.bulk(ctx.args[1]);
   else ctx.out.simple("PONG");
 }
@@ -113,6 +120,7 @@ void cmd_reset(CommandContext& ctx) {
   ctx.conn.set_name("");
   ctx.conn.no_evict = false;
   ctx.conn.txn.end();  // RESET discards MULTI and unwatches (resetCommand)
+  ctx.conn.pubsub().unsubscribe_all();  // and drops every subscription, with no reply
   ctx.conn.authenticated = ctx.server.config().num(Key::kRequirePass) == 0;
   ctx.out.simple("RESET");
 }
@@ -142,14 +150,18 @@ void cmd_client_getname(CommandContext& ctx) {
 
 void cmd_client_list(CommandContext& ctx) {
   std::vector<uint64_t> ids;
+  // TYPE: a client with a subscription is of type pubsub, any other normal (getClientType);
+  // there are no master or replica clients.
+  enum { kTypeAny, kTypeNormal, kTypePubSub, kTypeNone } type_filter = kTypeAny;
   ArgParser p(ctx.args, 2);
   while (!p.done() && p.ok()) {
     if (p.eat("TYPE")) {
       std::string_view type = p.next();
-      if (!iequals(type, "normal") && !iequals(type, "master") && !iequals(type, "replica") &&
-          !iequals(type, "pubsub"))
-        return ctx.out.error(err::unknown_client_type(type));
-      if (!iequals(type, "normal")) return ctx.out.verbatim("txt", "");
+      if (iequals(type, "normal")) type_filter = kTypeNormal;
+      else if (iequals(type, "pubsub")) type_filter = kTypePubSub;
+      else if (iequals(type, "master") || iequals(type, "replica") || iequals(type, "slave"))
+        type_filter = kTypeNone;
+      else return ctx.out.error(err::unknown_client_type(type));
     } else if (p.eat("ID")) {
       if (p.done()) p.fail(err::kSyntax);
       while (!p.done() && p.ok()) {
@@ -166,6 +178,9 @@ void cmd_client_list(CommandContext& ctx) {
   std::string text;
   ctx.server.clients().for_each([&](Connection& c) {
     if (!ids.empty() && std::find(ids.begin(), ids.end(), c.id()) == ids.end()) return;
+    if (type_filter == kTypeNone || (type_filter == kTypeNormal && c.pubsub().active()) ||
+        (type_filter == kTypePubSub && !c.pubsub().active()))
+      return;
     text += c.describe(ctx.now_ms);
     text += '\n';
   });

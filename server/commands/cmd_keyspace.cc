@@ -231,7 +231,8 @@ void expire_generic(CommandContext& ctx, std::string_view name, bool seconds, bo
       ((flags & kGt) && (cur == 0 || when <= cur)) || ((flags & kLt) && cur != 0 && when >= cur))
     return ctx.out.integer(0);
   if (when <= ctx.now_ms) lock.remove(item);  // as Redis: a deadline in the past deletes
-  else lock.set_expire(item, when);
+  else if (when != cur) lock.set_expire(item, when);
+  else ctx.server.keyspace_events().raise_unchanged("expire", kNotifyGeneric, key);
   ctx.out.integer(1);
 }
 void cmd_expire(CommandContext& ctx) { expire_generic(ctx, "expire", true, false); }
@@ -352,6 +353,11 @@ void register_keyspace_family(CommandTable& t) {
   b.add("expiretime", 2, r | kNoValue | kFast, key_at(1), cmd_expiretime, {"Get the expiration Unix timestamp for a key", "7.0.0"});
   b.add("pexpiretime", 2, r | kNoValue | kFast, key_at(1), cmd_pexpiretime, {"Get the expiration Unix timestamp for a key in milliseconds", "7.0.0"});
   b.add("persist", 2, w | kNoValue | kFast, key_at(1), cmd_persist, {"Remove the expiration from a key", "2.2.0"});
+  // Keyspace notifications: db.c's names for what a rename and a copy change (the rest raise
+  // "del", "expire" or "persist" by what changed).
+  for (const char* name : {"rename", "renamenx"})
+    t.set_events(name, {.set = "rename_to", .set_generic = true, .del = "rename_from"});
+  t.set_events("copy", {.set = "copy_to", .set_generic = true});
 
   // Containers: dispatch picks the subcommand, so the container itself has no handler.
   const uint32_t help = kLoading | kStale;
