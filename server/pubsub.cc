@@ -112,7 +112,10 @@ bool PubSub::subscribe(ChannelKind kind, std::string_view channel,
   std::lock_guard lock(s.mu);
   ChannelMap& map = s.channels[static_cast<int>(kind)];
   auto it = map.find(channel);
-  if (it == map.end()) it = map.emplace(std::string(channel), Subscribers()).first;
+  if (it == map.end()) {
+    it = map.emplace(std::string(channel), Subscribers()).first;
+    channel_count_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
+  }
   Subscribers& subs = it->second;
   if (std::find(subs.begin(), subs.end(), sub) != subs.end()) return false;
   subs.push_back(sub);
@@ -132,7 +135,10 @@ bool PubSub::unsubscribe(ChannelKind kind, std::string_view channel, const Subsc
   if (at == subs.end()) return false;
   gone = std::move(*at);
   subs.erase(at);
-  if (subs.empty()) map.erase(it);
+  if (subs.empty()) {
+    map.erase(it);
+    channel_count_[static_cast<int>(kind)].fetch_sub(1, std::memory_order_relaxed);
+  }
   subscriptions_.fetch_sub(1, std::memory_order_relaxed);
   return true;
 }

@@ -155,6 +155,11 @@ class PubSub {
   int64_t numsub(ChannelKind kind, std::string_view channel) const;
   /// Patterns with at least one subscriber (PUBSUB NUMPAT: unique patterns).
   int64_t numpat() const;
+  /// Channels of `kind` with at least one subscriber (INFO pubsub_channels,
+  /// pubsubshard_channels). Cheap: a counter.
+  int64_t channel_count(ChannelKind kind) const {
+    return channel_count_[static_cast<int>(kind)].load(std::memory_order_relaxed);
+  }
   /// True while nobody subscribes to anything: keyspace notifications then build nothing.
   bool idle() const { return subscriptions_.load(std::memory_order_relaxed) == 0; }
 
@@ -183,6 +188,7 @@ class PubSub {
   std::atomic<std::shared_ptr<const Patterns>> patterns_;
   std::atomic<size_t> pattern_count_{0};  // patterns with subscribers: publish's fast path
   std::atomic<int64_t> subscriptions_{0};
+  std::atomic<int64_t> channel_count_[2] = {0, 0};
 };
 
 /// One connection's side of Pub/Sub: its subscriptions, used on the connection's thread only,
@@ -194,10 +200,14 @@ class PubSubClient {
   PubSubClient(const PubSubClient&) = delete;
   PubSubClient& operator=(const PubSubClient&) = delete;
 
-  /// The mailbox to subscribe with; made by `make` on first use.
-  void set_mailbox(std::shared_ptr<Subscriber> mailbox) { mailbox_ = std::move(mailbox); }
-  bool has_mailbox() const { return mailbox_ != nullptr; }
-  Subscriber* mailbox() const { return mailbox_.get(); }
+  /// The mailbox to subscribe with (set once, on the connection's thread, before the first
+  /// subscription). mailbox() may be read from any thread (CLIENT LIST): null until set.
+  void set_mailbox(std::shared_ptr<Subscriber> mailbox) {
+    mailbox_ = std::move(mailbox);
+    mailbox_raw_.store(mailbox_.get(), std::memory_order_release);
+  }
+  bool has_mailbox() const { return mailbox() != nullptr; }
+  Subscriber* mailbox() const { return mailbox_raw_.load(std::memory_order_acquire); }
 
   /// Each returns whether the subscription was added / removed (false: already / not there).
   bool subscribe(ChannelKind kind, std::string_view channel);
@@ -227,6 +237,7 @@ class PubSubClient {
   void count(const std::string& name, int delta);
   PubSub& registry_;
   std::shared_ptr<Subscriber> mailbox_;
+  std::atomic<Subscriber*> mailbox_raw_{nullptr};
   Set channels_[2], patterns_;
   std::atomic<int64_t> n_[2] = {0, 0};
   std::atomic<int64_t> n_pat_{0};

@@ -209,6 +209,9 @@ void cmd_client_kill(CommandContext& ctx) {
   std::optional<uint64_t> id;
   std::string_view addr = legacy ? ctx.args[2] : std::string_view(), laddr;
   bool skipme = true;
+  // TYPE: pubsub clients are those with a subscription (getClientType); none is a master or
+  // a replica.
+  enum { kTypeAny, kTypeNormal, kTypePubSub, kTypeNone } type_filter = kTypeAny;
   if (!legacy) {
     ArgParser p(ctx.args, 2);
     while (!p.done() && p.ok()) {
@@ -225,8 +228,15 @@ void cmd_client_kill(CommandContext& ctx) {
         if (iequals(v, "yes")) skipme = true;
         else if (iequals(v, "no")) skipme = false;
         else p.fail(err::kSyntax);
-      } else if (p.eat("TYPE") || p.eat("USER")) {
-        p.next();  // every client is a normal client of the default user
+      } else if (p.eat("TYPE")) {
+        std::string_view type = p.next();
+        if (iequals(type, "normal")) type_filter = kTypeNormal;
+        else if (iequals(type, "pubsub")) type_filter = kTypePubSub;
+        else if (iequals(type, "master") || iequals(type, "replica") || iequals(type, "slave"))
+          type_filter = kTypeNone;
+        else if (p.ok()) return ctx.out.error(err::unknown_client_type(type));
+      } else if (p.eat("USER")) {
+        p.next();  // every client is of the default user
       } else {
         p.fail(err::kSyntax);
       }
@@ -236,6 +246,9 @@ void cmd_client_kill(CommandContext& ctx) {
   int64_t killed = 0;
   ctx.server.clients().for_each([&](Connection& c) {
     if (id && c.id() != *id) return;
+    if (type_filter == kTypeNone || (type_filter == kTypeNormal && c.pubsub().active()) ||
+        (type_filter == kTypePubSub && !c.pubsub().active()))
+      return;
     if (!addr.empty() && c.peer() != addr) return;
     if (!laddr.empty() && c.local() != laddr) return;
     if (&c == &ctx.conn) {

@@ -220,6 +220,31 @@ def test_pubsub_introspection(pair):
     q.send("PUBSUB", "NUMSUB", "news.a")
 
 
+def test_info_counts_and_client_kill_type_as_redis(pair):
+    sub, q = pair(), pair()
+    ids = [c.call("CLIENT", "ID") for c in (sub.ours, sub.theirs)]
+    sub.send("SUBSCRIBE", "a", "b", replies=2)
+    sub.send("PSUBSCRIBE", "p*")
+    sub.send("SSUBSCRIBE", "s")
+    names = ("pubsub_channels", "pubsub_patterns", "pubsubshard_channels")
+    for c in (q.ours, q.theirs):
+        deadline = time.monotonic() + 5  # earlier tests' subscribers may still be closing
+        while True:
+            info = dict(line.split(":", 1) for line in c.call("INFO", "stats").decode().split("\r\n")
+                        if ":" in line)
+            if [info[n] for n in names] == ["2", "1", "1"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert [info[n] for n in names] == ["2", "1", "1"], info
+    for conn, cid in zip((q.ours, q.theirs), ids):
+        assert conn.call("CLIENT", "KILL", "ID", str(cid), "TYPE", "normal") == 0
+        assert conn.call("CLIENT", "KILL", "ID", str(cid), "TYPE", "master") == 0
+        assert conn.call("CLIENT", "KILL", "ID", str(cid), "TYPE", "pubsub") == 1
+    q.send("CLIENT", "KILL", "TYPE", "bogus")
+    for c in (sub.ours, sub.theirs):
+        assert c.read_until_closed(timeout=5)[1]
+
+
 def test_command_info_of_pubsub_commands(pair):
     p = pair()
     for name in ("SUBSCRIBE", "PUBLISH", "SSUBSCRIBE", "SPUBLISH", "SUNSUBSCRIBE"):
