@@ -96,10 +96,11 @@ void cmd_punsubscribe(CommandContext& ctx) {
 }
 
 // A RESP3 client subscribed to its own channel gets the message before the reply, as in Redis
-// (but not inside EXEC's array, whose entries are one reply each).
+// (but not inside EXEC's array, whose entries are one reply each, nor when the reply goes
+// elsewhere than the connection's output, as a script's calls do).
 void publish_generic(CommandContext& ctx, ChannelKind kind) {
   const int64_t n = ctx.server.pubsub().publish(kind, ctx.args[1], ctx.args[2]);
-  if (!ctx.conn.txn.active()) ctx.conn.drain_mailbox();
+  if (!ctx.conn.txn.active() && &ctx.out == &ctx.conn.writer()) ctx.conn.drain_mailbox();
   ctx.out.integer(n);
 }
 
