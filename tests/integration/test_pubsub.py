@@ -153,6 +153,7 @@ def test_resp3_pushes_and_any_command_while_subscribed(pair):
     sub.send("PING")
     pub.send("PUBLISH", "a", "m1")
     sub.read(2)  # >3 message, >4 pmessage
+    sub.send("PUBLISH", "a", "self", replies=3)  # its own messages come before the reply
     sub.send("GET", "k")
     sub.send("SSUBSCRIBE", "sh")
     pub.send("SPUBLISH", "sh", "m2")
@@ -324,6 +325,8 @@ GENERIC_COMMANDS = [
     ("COPY", "r4", "c1"), ("COPY", "r4", "c1"), ("COPY", "r4", "c1", "REPLACE"),
     ("DEL", "c1", "r4", "nokey"), ("SET", "u", "1"), ("UNLINK", "u", "u"), ("TOUCH", "r5"),
     ("TYPE", "r5"), ("FLUSHALL",), ("SET", "after", "1"),
+    ("MULTI",), ("SET", "tx", "1"), ("APPEND", "tx", "2"), ("EXPIRE", "tx", "100"),
+    ("RENAME", "tx", "tx2"), ("EXEC",),
 ]
 
 BIT_COMMANDS = [
