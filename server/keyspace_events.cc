@@ -170,6 +170,16 @@ void KeyspaceEvents::raise_unchanged(std::string_view event, uint32_t cls,
   if (tl_depth > 0) push(tl_events, tl_count, event, cls, key);
 }
 
+void KeyspaceEvents::on_miss(tiering::Shard&, std::string_view key) {
+  // lookupKey's keymiss: only the reads of a command (its thread, in its scope) count.
+  if (tl_depth == 0 || (tl_spec != nullptr && !tl_spec->events.keymiss)) return;
+  const uint32_t flags = static_cast<uint32_t>(config_.num(Key::kNotifyKeyspaceEvents));
+  if (!(flags & kNotifyKeyMiss) || !(flags & (kNotifyKeyspace | kNotifyKeyevent)) ||
+      pubsub_.idle())
+    return;
+  push(tl_events, tl_count, "keymiss", kNotifyKeyMiss, key);
+}
+
 void KeyspaceEvents::drain() {
   size_t n;
   {

@@ -59,7 +59,7 @@ enum NotifyFlag : uint32_t {
   kNotifyExpired = 1 << 8,    ///< x: expired
   kNotifyEvicted = 1 << 9,    ///< e: evicted
   kNotifyStream = 1 << 10,    ///< t (idem)
-  kNotifyKeyMiss = 1 << 11,   ///< m: keymiss (accepted; stratakv raises none: docs/pubsub.md)
+  kNotifyKeyMiss = 1 << 11,   ///< m: keymiss (a command's read of a missing key; not in A)
   kNotifyModule = 1 << 13,    ///< d (no modules: accepted, never raised)
   kNotifyNew = 1 << 14,       ///< n: new
   kNotifyTier = 1 << 20,      ///< T, stratakv's: demoted, promoted, evicted, expired
@@ -84,6 +84,7 @@ struct KeyEvents {
   std::string_view set = "set";  ///< a kSet change of a key
   bool set_generic = false;      ///< `set` is of class g (rename_to, copy_to), not $
   std::string_view del = "del";  ///< a kDelete change (class g)
+  bool keymiss = true;           ///< its reads of missing keys raise "keymiss" (OBJECT: no)
 };
 
 /// One event to publish: its name, its class bit, the key.
@@ -139,6 +140,7 @@ class KeyspaceEvents final : public tiering::KeyspaceObserver {
 
   void on_change(tiering::Shard& shard, const tiering::Change& change) override;
   void on_flush() override {}  // FLUSHALL raises no per-key event, as in Redis
+  void on_miss(tiering::Shard& shard, std::string_view key) override;
 
  private:
   // Publishes `events` (no lock held) and empties it (capacity kept).

@@ -66,6 +66,10 @@ class KeyspaceObserver {
   virtual void on_change(Shard& shard, const Change& change) = 0;
   /// Every key was removed (FLUSHALL/FLUSHDB).
   virtual void on_flush() = 0;
+  /// A command's read found no `key`: Shard::lookup and Shard::peek, the reads that count
+  /// keyspace_misses (Redis's lookupKeyRead and its keymiss event). Under the shard's lock, as
+  /// on_change. Default: nothing.
+  virtual void on_miss(Shard& /*shard*/, std::string_view /*key*/) {}
 };
 
 }  // namespace tiering

@@ -87,6 +87,7 @@ Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
   Item* item = find(key, now);
   if (item == nullptr) {
     ++misses;
+    for (KeyspaceObserver* o : *observers_) o->on_miss(*this, key);
     return nullptr;
   }
   ++hits;
@@ -96,8 +97,12 @@ Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
 
 Shard::Item* Shard::peek(std::string_view key, int64_t now) {
   Item* item = find(key, now);
-  if (item == nullptr) ++misses;
-  else ++hits;
+  if (item == nullptr) {
+    ++misses;
+    for (KeyspaceObserver* o : *observers_) o->on_miss(*this, key);
+  } else {
+    ++hits;
+  }
   return item;
 }
 

@@ -168,7 +168,8 @@ class Shard {
   /// cause kExpiry) and reads as missing. Does not touch access stats or hit/miss counters; see
   /// lookup() for reads.
   Item* find(std::string_view key, int64_t now);
-  /// find() for a read by a command: counts a hit or miss and refreshes access stats.
+  /// find() for a read by a command: counts a hit or miss and refreshes access stats; a miss
+  /// is told to the observers (on_miss).
   Item* lookup(std::string_view key, int64_t now);
   /// find() for a read that counts a hit or miss but leaves access stats alone (Redis's
   /// LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).

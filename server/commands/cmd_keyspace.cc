@@ -368,6 +368,8 @@ void register_keyspace_family(CommandTable& t) {
       b.spec("idletime", 3, r | kNoValue, key_at(2), cmd_object_idletime, {"Get the time since a Redis object was last accessed", "2.2.3"}),
       b.spec("refcount", 3, r | kNoValue, key_at(2), cmd_object_refcount, {"Get the number of references to the value of the key", "2.2.3"}),
       b.spec("help", 2, help, kNoKeys, cmd_object_help, {"Show helpful text about the different subcommands", "6.2.0"})};
+  // OBJECT's reads raise no keymiss (object.c: LOOKUP_NONOTIFY).
+  for (CommandSpec& sub : object.subcommands) sub.events.keymiss = false;
   b.add(std::move(object));
 }
 

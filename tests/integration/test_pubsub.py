@@ -368,6 +368,19 @@ def test_new_key_events_as_redis(pair):
     run_both(pair, "En", cmds)
 
 
+def test_keymiss_events_as_redis(pair):
+    cmds = [("SET", "here", "1"), ("GET", "nope"), ("GET", "here"), ("MGET", "a", "here", "b"),
+            ("STRLEN", "x"), ("GETRANGE", "x", "0", "1"), ("EXISTS", "e1", "here"), ("TYPE", "t"),
+            ("TTL", "t"), ("PTTL", "t"), ("TOUCH", "t"), ("OBJECT", "ENCODING", "o"),
+            ("OBJECT", "FREQ", "o"), ("GETBIT", "g", "1"), ("BITCOUNT", "g"), ("LCS", "l1", "l2"),
+            ("COPY", "nosrc", "dst"), ("SET", "s", "v", "GET"), ("GETDEL", "gd"), ("GETEX", "ge"),
+            ("DEL", "d"), ("INCR", "cnt"), ("APPEND", "ap", "x"), ("RENAME", "here", "there"),
+            ("BITOP", "OR", "dst", "s1", "s2")]
+    events = run_both(pair, "KEm", cmds)
+    assert (b"__keyevent@0__:keymiss", b"nope") in events
+    run_both(pair, "KEA", cmds)  # A leaves m out
+
+
 def test_expired_events_as_redis(pair):
     p, sub = pair(), pair()
     p.send("CONFIG", "SET", "notify-keyspace-events", "Ex")
