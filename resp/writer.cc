@@ -122,6 +122,15 @@ void Writer::verbatim(std::string_view fmt, std::string_view text) {
 
 void Writer::raw(std::string_view bytes) { inline_.append(bytes); }
 
+void Writer::raw_ref(std::string_view bytes, Keepalive keepalive) {
+  if (bytes.size() < kRefThreshold) {
+    raw(bytes);
+    return;
+  }
+  refs_.push_back(Ref{inline_.size(), bytes, std::move(keepalive)});
+  ref_bytes_ += bytes.size();
+}
+
 void Writer::buffers(std::vector<OutBuffer>* out) const {
   out->clear();
   size_t pos = 0;

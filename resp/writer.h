@@ -61,6 +61,9 @@ class Writer {
   void verbatim(std::string_view fmt, std::string_view text);
   /// Appends raw, already-encoded RESP bytes.
   void raw(std::string_view bytes);
+  /// raw() for bytes kept alive by `keepalive`: referenced (not copied) when large, as
+  /// bulk_ref(); a message published to many subscribers is written to each from one buffer.
+  void raw_ref(std::string_view bytes, Keepalive keepalive);
 
   /// True when nothing is pending.
   bool empty() const { return inline_.empty() && refs_.empty(); }

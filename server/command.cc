@@ -99,6 +99,10 @@ void CommandTable::set_write_bytes(std::string_view name, decltype(CommandSpec::
   if (auto it = by_name_.find(name); it != by_name_.end()) it->second.write_bytes = fn;
 }
 
+void CommandTable::set_events(std::string_view name, KeyEvents events) {
+  if (auto it = by_name_.find(name); it != by_name_.end()) it->second.events = events;
+}
+
 const CommandSpec* CommandTable::resolve(std::span<const std::string_view> args) const {
   if (args.empty()) return nullptr;
   const CommandSpec* spec = find(args[0]);

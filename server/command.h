@@ -17,6 +17,7 @@
 
 #include "resp/parser.h"
 #include "resp/writer.h"
+#include "server/keyspace_events.h"
 #include "tiering/keyspace.h"
 
 namespace server {
@@ -46,6 +47,8 @@ enum CommandFlag : uint32_t {
   kPerKeySlots = 1 << 11,
   /// Not logged in the slowlog (EXEC: the commands it runs are, each).
   kSkipSlowlog = 1 << 12,
+  /// A Pub/Sub command (Redis's CMD_PUBSUB).
+  kPubSub = 1 << 13,
 };
 
 /// Everything a handler needs for one call. Valid only during the call.
@@ -87,6 +90,9 @@ struct CommandSpec {
   /// call writes, 0 when its arguments are malformed (the handler replies the error). Null:
   /// the bytes of its arguments. Used to wait for room before a write (docs/ssd-tier.md).
   uint64_t (*write_bytes)(std::span<const std::string_view> args) = nullptr;
+  /// The keyspace events its changes raise (keyspace notifications, server/keyspace_events.h):
+  /// "set" and "del" unless its family says otherwise (CommandTable::set_events).
+  KeyEvents events;
 
   /// "client|kill" for subcommands, "get" otherwise (set by CommandTable::add).
   std::string full_name;
@@ -114,6 +120,7 @@ class CommandTable {
   void set_find_keys(std::string_view name, decltype(CommandSpec::find_keys) fn);
   void set_reads_values(std::string_view name, decltype(CommandSpec::reads_values) fn);
   void set_write_bytes(std::string_view name, decltype(CommandSpec::write_bytes) fn);
+  void set_events(std::string_view name, KeyEvents events);
   /// Case-insensitive (ASCII) lookup of a top-level command; null when unknown. One hash of
   /// the name folded to lower case as it is read, and one probe of an open-addressing index
   /// most of the time: no copy, no libc call (it runs for every request).

@@ -15,12 +15,14 @@ namespace {
 // Redis's ACL categories, in the order COMMAND INFO lists them (acl.c ACLCommandCategories).
 enum Category : uint32_t {
   kCatKeyspace = 1 << 0, kCatRead = 1 << 1, kCatWrite = 1 << 2, kCatString = 1 << 3,
-  kCatBitmap = 1 << 4, kCatAdmin = 1 << 5, kCatFast = 1 << 6, kCatSlow = 1 << 7,
-  kCatDangerous = 1 << 8, kCatConnection = 1 << 9, kCatTransaction = 1 << 10,
+  kCatBitmap = 1 << 4, kCatPubSub = 1 << 5, kCatAdmin = 1 << 6, kCatFast = 1 << 7,
+  kCatSlow = 1 << 8, kCatDangerous = 1 << 9, kCatConnection = 1 << 10,
+  kCatTransaction = 1 << 11,
 };
 constexpr std::string_view kCategoryNames[] = {"@keyspace", "@read", "@write", "@string",
-                                               "@bitmap", "@admin", "@fast", "@slow",
-                                               "@dangerous", "@connection", "@transaction"};
+                                               "@bitmap", "@pubsub", "@admin", "@fast",
+                                               "@slow", "@dangerous", "@connection",
+                                               "@transaction"};
 
 // Categories Redis declares per command (src/commands/*.json) that its flags do not imply.
 uint32_t declared_categories(const CommandSpec& spec) {
@@ -56,6 +58,7 @@ std::vector<std::string_view> acl_categories(const CommandSpec& spec) {
   if (spec.flags & kReadonly) cats |= kCatRead;
   if (spec.flags & kAdmin) cats |= kCatAdmin | kCatDangerous;
   if (spec.flags & kFast) cats |= kCatFast;
+  if (spec.flags & kPubSub) cats |= kCatPubSub;
   if (!(cats & kCatFast)) cats |= kCatSlow;  // "not @fast is @slow in this binary world"
   std::vector<std::string_view> out;
   for (size_t i = 0; i < std::size(kCategoryNames); ++i)
@@ -105,7 +108,7 @@ void reply_flags(resp::Writer& out, uint32_t flags, bool movable) {
   // Redis's order (server.c addReplyCommandFlags).
   static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
       {kWrite, "write"}, {kReadonly, "readonly"}, {kDenyOom, "denyoom"},
-      {kAdmin, "admin"}, {kNoScript, "noscript"}, {kLoading, "loading"},
+      {kAdmin, "admin"}, {kPubSub, "pubsub"}, {kNoScript, "noscript"}, {kLoading, "loading"},
       {kStale, "stale"}, {kSkipSlowlog, "skip_slowlog"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
       {kAllowBusy, "allow_busy"},
   };

@@ -10,13 +10,17 @@
 #include <toml.hpp>
 
 #include "server/command.h"
+#include "server/keyspace_events.h"
 #include "tiering/eviction.h"
 #include "tiering/glob.h"
 
 namespace server {
 namespace {
 
-enum class Type { kInt, kSize, kBool, kString, kEnum, kFraction };
+// kNotifyFlags: notify-keyspace-events' letters, kept as their bits (keyspace_events.h).
+// kOutputLimits: client-output-buffer-limit's groups (output_limit.h), kept as numbers per class
+// and as the text CONFIG GET prints.
+enum class Type { kInt, kSize, kBool, kString, kEnum, kFraction, kNotifyFlags, kOutputLimits };
 
 struct Spec {
   Key key;
@@ -51,6 +55,11 @@ const std::vector<Spec>& specs() {
       {Key::kProtoMaxBulkLen, "proto-max-bulk-len", Type::kSize, "512mb", true, 1024 * 1024},
       {Key::kClientQueryBufferLimit, "client-query-buffer-limit", Type::kSize, "1gb", true,
        1024 * 1024},
+      // Output buffer limits per client class (Redis's syntax and default; output_limit.h).
+      {Key::kClientOutputBufferLimit, "client-output-buffer-limit", Type::kOutputLimits,
+       kDefaultOutputLimits.data(), true},
+      // Keyspace notifications: Redis's class letters, plus T (docs/pubsub.md). "" = off.
+      {Key::kNotifyKeyspaceEvents, "notify-keyspace-events", Type::kNotifyFlags, "", true},
       {Key::kMaxMemory, "maxmemory", Type::kSize, "0", true},
       {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "allkeys-lru", true, 0, 0,
        eviction_policy_choices()},
@@ -196,7 +205,10 @@ std::string format(const Spec& spec, int64_t num, const std::string& str) {
       std::snprintf(buf, sizeof buf, "%g", static_cast<double>(num) / Config::kFractionScale);
       return buf;
     }
+    case Type::kNotifyFlags:
+      return format_notify_flags(static_cast<uint32_t>(num));
     case Type::kString:
+    case Type::kOutputLimits:
       return str;
   }
   return str;
@@ -291,6 +303,27 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
       std::lock_guard lock(mu_);
       strs_[i] = std::string(value);
       nums_[i].store(value.empty() ? 0 : 1, std::memory_order_relaxed);  // "is set"
+      return std::nullopt;
+    }
+    case Type::kNotifyFlags: {
+      const auto flags = parse_notify_flags(value);
+      if (!flags) return std::string(kNotifyFlagsError);
+      v = *flags;
+      break;
+    }
+    case Type::kOutputLimits: {
+      std::lock_guard lock(mu_);
+      OutputLimits limits;
+      for (size_t c = 0; c < limits.size(); ++c)
+        limits[c] = {obuf_[c][0].load(), obuf_[c][1].load(), obuf_[c][2].load()};
+      if (auto err = parse_output_limits(value, &limits)) return err;
+      for (size_t c = 0; c < limits.size(); ++c) {
+        obuf_[c][0].store(limits[c].hard, std::memory_order_relaxed);
+        obuf_[c][1].store(limits[c].soft, std::memory_order_relaxed);
+        obuf_[c][2].store(limits[c].soft_seconds, std::memory_order_relaxed);
+      }
+      strs_[i] = format_output_limits(limits);
+      nums_[i].store(1, std::memory_order_relaxed);
       return std::nullopt;
     }
   }

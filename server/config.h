@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/output_limit.h"
+
 namespace server {
 
 /// Every config key. The order matches the table in config.cc.
@@ -33,6 +35,8 @@ enum class Key {
   kProtectedMode,
   kProtoMaxBulkLen,
   kClientQueryBufferLimit,
+  kClientOutputBufferLimit,
+  kNotifyKeyspaceEvents,
   kMaxMemory,
   kMaxMemoryPolicy,
   kMemoryCapacity,
@@ -126,6 +130,12 @@ class Config {
   /// The name an enum key is set to ("allkeys-lru" for maxmemory-policy); empty for a key that
   /// is not an enum. Map it to a type by name, never by num()'s position in the list.
   std::string_view choice(Key k) const;
+  /// client-output-buffer-limit's limits of one client class (server/output_limit.h).
+  OutputLimit output_limit(ClientClass c) const {
+    const auto& a = obuf_[static_cast<size_t>(c)];
+    return {a[0].load(std::memory_order_relaxed), a[1].load(std::memory_order_relaxed),
+            a[2].load(std::memory_order_relaxed)};
+  }
   /// Whether `name` is a known key.
   static bool known(std::string_view name);
 
@@ -136,6 +146,7 @@ class Config {
 
  private:
   std::atomic<int64_t> nums_[static_cast<int>(Key::kCount)];
+  std::atomic<int64_t> obuf_[3][3] = {};  // client-output-buffer-limit: hard, soft, seconds
   mutable std::mutex mu_;
   std::string strs_[static_cast<int>(Key::kCount)];
 };

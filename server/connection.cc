@@ -5,6 +5,7 @@
 
 #include <asio/experimental/as_tuple.hpp>
 #include <cstring>
+#include <tuple>
 
 #include "server/commands/family.h"
 #include "server/log.h"
@@ -35,13 +36,74 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       created_ms_(tiering::now_ms()),
       last_ms_(created_ms_),
       parser_({}, [this](size_t len) { return allocate_bulk(len); }),
-      rbuf_(kReadBufferSize) {
+      rbuf_(kReadBufferSize),
+      pubsub_(server.pubsub()) {
   authenticated = server_.config().num(Key::kRequirePass) == 0;
   writer_.set_error_observer(&Connection::count_error_reply, this);
 }
 
 Connection::~Connection() {
+  // No publisher calls into this connection once its mailbox is closed (pubsub_'s destructor
+  // then drops the subscriptions).
+  if (Subscriber* box = pubsub_.mailbox()) box->close();
   for (int fd : passed_fds) ::close(fd);
+}
+
+// ---- Pub/Sub delivery and output limits ----
+
+std::shared_ptr<Subscriber> Connection::make_mailbox() {
+  Subscriber::Hooks hooks;
+  // The hooks run on publishers' threads, under the mailbox's mutex, and never after the
+  // mailbox closed (~Connection, and the loop's end): `this` is alive while they run.
+  hooks.wake = [this] {
+    asio::post(worker_.io, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->wake_reader();
+    });
+  };
+  hooks.over_limit = [this](size_t queued) {
+    return over_output_limit(queued + out_bytes_.load(std::memory_order_relaxed));
+  };
+  hooks.overflow = [this] { close_for_output_limit(); };
+  return std::make_shared<Subscriber>(std::move(hooks));
+}
+
+void Connection::ensure_mailbox() {
+  if (!pubsub_.has_mailbox()) pubsub_.set_mailbox(make_mailbox());
+}
+
+void Connection::wake_reader() {
+  // Only the read is pending while reading_: cancelling it loses no byte (the reactor reads
+  // only when the socket is ready), and the loop goes round to write the messages.
+  if (!reading_) return;  // the loop writes them before it reads again
+  asio::error_code ec;
+  socket_.cancel(ec);
+}
+
+void Connection::drain_mailbox() {
+  Subscriber* box = pubsub_.mailbox();
+  if (box == nullptr || !box->pending()) return;
+  box->take(&inbox_);
+  // One encoded message for every subscriber: its first byte says RESP2 array or RESP3 push.
+  const std::string_view type = protocol() >= 3 ? ">" : "*";
+  for (const MessageRef& m : inbox_) {
+    writer_.raw(type);
+    writer_.raw_ref(m->body(), m.keepalive());
+  }
+  inbox_.clear();
+}
+
+bool Connection::over_output_limit(size_t bytes) {
+  const ClientClass cls = pubsub_.active() ? ClientClass::kPubSub : ClientClass::kNormal;
+  const OutputLimit limit = server_.config().output_limit(cls);
+  if (limit.hard == 0 && limit.soft == 0) return false;
+  return out_limiter_.over(limit, bytes, tiering::now_ms() / 1000);
+}
+
+void Connection::close_for_output_limit() {
+  // networking.c closeClientOnOutputBufferLimitReached (the asynchronous close).
+  log::warning("Client " + describe(tiering::now_ms()) +
+               " scheduled to be closed ASAP for overcoming of output buffer limits.");
+  close();
 }
 
 asio::awaitable<std::pair<asio::error_code, size_t>> Connection::read_some(std::span<char> buf) {
@@ -167,14 +229,33 @@ std::string Connection::describe(int64_t now_ms) const {
   s += " name=" + name_;
   s += " age=" + std::to_string((now_ms - created_ms_) / 1000);
   s += " idle=" + std::to_string(idle_ms(now_ms) / 1000);
-  s += std::string(" flags=") + (no_evict ? "e" : "N");
-  s += " db=0 sub=0 psub=0 ssub=0 multi=-1";
-  const size_t qbuf = reserved_counted_.load(std::memory_order_relaxed) +
+  // Redis's flag letters, in its order (catClientInfoString): P pubsub, x MULTI, e no-evict.
+  const int64_t multi = txn.queued_count();
+  std::string flags;
+  if (pubsub_.active()) flags += 'P';
+  if (multi >= 0) flags += 'x';
+  if (no_evict) flags += 'e';
+  if (flags.empty()) flags = "N";
+  s += " flags=" + flags;
+  s += " db=0 sub=" + std::to_string(pubsub_.channel_count()) +
+       " psub=" + std::to_string(pubsub_.pattern_count()) +
+       " ssub=" + std::to_string(pubsub_.shard_count()) + " multi=" + std::to_string(multi);
+  // qbuf: bytes read and not yet run, and the partial request the parser holds (a large bulk
+  // counts its whole allocated size).
+  const size_t qbuf = qbuf_.load(std::memory_order_relaxed) +
+                      reserved_counted_.load(std::memory_order_relaxed) +
                       heap_counted_.load(std::memory_order_relaxed);
   const CommandSpec* cmd = last_cmd_.load(std::memory_order_relaxed);
-  s += " qbuf=" + std::to_string(qbuf) + " qbuf-free=0 argv-mem=0 multi-mem=0";
-  s += " rbs=" + std::to_string(kReadBufferSize) + " rbp=0 obl=0 oll=0 omem=0";
-  s += " tot-mem=" + std::to_string(kReadBufferSize + qbuf);
+  s += " qbuf=" + std::to_string(qbuf) +
+       " qbuf-free=" + std::to_string(qbuf_free_.load(std::memory_order_relaxed)) +
+       " argv-mem=0 multi-mem=0";
+  // omem: replies being written and messages waiting for this subscriber (Redis: the reply
+  // list's bytes); oll: those messages.
+  const Subscriber* box = pubsub_.mailbox();
+  const size_t omem = out_bytes_.load(std::memory_order_relaxed) + (box ? box->queued_bytes() : 0);
+  s += " rbs=" + std::to_string(kReadBufferSize) + " rbp=0 obl=0 oll=" +
+       std::to_string(box ? box->queued() : 0) + " omem=" + std::to_string(omem);
+  s += " tot-mem=" + std::to_string(kReadBufferSize + qbuf + omem + pubsub_.memory());
   s += " events=r cmd=" + (cmd ? cmd->full_name : std::string("NULL")) + " user=default redir=-1";
   s += " resp=" + std::to_string(resp_.load(std::memory_order_relaxed));
   s += " lib-name=" + lib_name_ + " lib-ver=" + lib_ver_;
@@ -194,8 +275,10 @@ asio::awaitable<bool> Connection::flush() {
   // asio's default completion condition (transfer_all) writes at most 64 KiB per sendmsg; a
   // 32 MiB reply would take 512 system calls. Hand the kernel everything at once instead.
   auto all = [](const asio::error_code& e, size_t) -> size_t { return e ? 0 : SIZE_MAX; };
+  out_bytes_.store(total, std::memory_order_relaxed);  // omem and the output limits count it
   auto [ec, n] = co_await asio::async_write(socket_, bufs, all,
                                             asio::experimental::as_tuple(asio::use_awaitable));
+  out_bytes_.store(0, std::memory_order_relaxed);
   WorkerStats::bump(worker_.stats.net_out, n);
   writer_.clear();
   co_return !ec && n == total;
@@ -262,7 +345,14 @@ asio::awaitable<void> Connection::run() {
         if (wait_) co_await finish_wait();
         if (closed_.load(std::memory_order_relaxed)) break;
         if (close_after_reply_ || handoff_) break;
-        if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
+        if (writer_.pending_bytes() >= kFlushThreshold) {
+          drain_mailbox();
+          if (over_output_limit(writer_.pending_bytes())) {
+            close_for_output_limit();
+            break;
+          }
+          if (!co_await flush()) closed_ = true;
+        }
       } else if (st == resp::Parser::Status::kError) {
         writer_.error(parser_.error());
         protocol_error = true;
@@ -283,26 +373,46 @@ asio::awaitable<void> Connection::run() {
       break;
     }
 
-    // 3. Write the batch's replies, then free the last request's buffers now rather than at
-    // the next read (a staged bulk is a whole value's size).
-    if (!writer_.empty() && !co_await flush()) break;
+    // 3. Write the batch's replies and the messages published to this client meanwhile, then
+    // free the last request's buffers now rather than at the next read (a staged bulk is a
+    // whole value's size). Output past client-output-buffer-limit closes the client.
+    drain_mailbox();
+    if (!writer_.empty()) {
+      if (over_output_limit(writer_.pending_bytes())) {
+        close_for_output_limit();
+        break;
+      }
+      if (!co_await flush()) break;
+    }
     if (protocol_error || close_after_reply_ || handoff_) break;
     parser_.release_request();
+    qbuf_.store(0, std::memory_order_relaxed);
+    qbuf_free_.store(0, std::memory_order_relaxed);
 
     // 4. Read more: into the large bulk's own buffer when inside one, else the read buffer.
+    // A message that arrived while the replies were written goes first; one that arrives
+    // during the read cancels it (wake_reader) and the loop goes round to write it.
     pos = have = 0;
+    const Subscriber* box = pubsub_.mailbox();
+    if (box != nullptr && box->pending()) continue;
     std::span<char> window = parser_.large_bulk_window();
+    asio::error_code read_ec;
+    size_t n = 0;
+    reading_ = true;
     if (!window.empty()) {
-      auto [ec, n] = co_await read_some(window);
-      if (ec) break;
-      parser_.commit_large_bulk(n);
-      WorkerStats::bump(worker_.stats.net_in, n);
+      std::tie(read_ec, n) = co_await read_some(window);
+      if (!read_ec) parser_.commit_large_bulk(n);
     } else {
-      auto [ec, n] = co_await read_some(rbuf_);
-      if (ec) break;
-      have = n;
-      WorkerStats::bump(worker_.stats.net_in, n);
+      std::tie(read_ec, n) = co_await read_some(rbuf_);
+      if (!read_ec) have = n;
     }
+    reading_ = false;
+    if (read_ec == asio::error::operation_aborted && !closed_.load(std::memory_order_relaxed))
+      continue;  // woken for messages
+    if (read_ec) break;
+    WorkerStats::bump(worker_.stats.net_in, n);
+    qbuf_.store(have, std::memory_order_relaxed);
+    qbuf_free_.store(have != 0 ? kReadBufferSize - have : 0, std::memory_order_relaxed);
     batch_ms = tiering::now_ms();
     last_ms_.store(batch_ms, std::memory_order_relaxed);
   }
@@ -313,8 +423,10 @@ asio::awaitable<void> Connection::run() {
     const int fd = socket_.release(ec);
     if (!ec) handoff_(fd);
   }
-  // Closed: end this client's leases, release what the partial request held, and leave the
-  // registry.
+  // Closed: no more messages, no more subscriptions; end this client's leases, release what
+  // the partial request held, and leave the registry.
+  if (Subscriber* box = pubsub_.mailbox()) box->close();
+  pubsub_.unsubscribe_all();
   const int64_t now = tiering::now_ms();
   while (!pins.empty()) unpin(std::string(pins.begin()->first), now);
   parser_.reset();

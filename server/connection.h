@@ -27,7 +27,9 @@
 #include "rdma/segment.h"
 #include "rdma/verbs_transport.h"
 #include "server/command.h"
+#include "server/output_limit.h"
 #include "server/pipeline.h"
+#include "server/pubsub.h"
 #include "server/transaction.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
@@ -77,6 +79,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Runs EXEC: the queued commands atomically, under one ExecLock (exec.cc). The EXEC
   /// command's handler.
   void exec(CommandContext& ctx);
+  /// Pub/Sub: this client's subscriptions (cmd_pubsub.cc). Any thread may read its counts.
+  PubSubClient& pubsub() { return pubsub_; }
+  const PubSubClient& pubsub() const { return pubsub_; }
+  /// Makes the mailbox this client subscribes with, if it has none yet (before a subscribe).
+  void ensure_mailbox();
+  /// Redis's RESP2 subscribed mode: a subscription and RESP2, where only (P|S)SUBSCRIBE,
+  /// (P|S)UNSUBSCRIBE, PING, QUIT and RESET run (RESP3 clients may run anything).
+  bool subscribed_resp2() const { return pubsub_.active() && protocol() == 2; }
+  /// Appends the messages that arrived for this client to its pending replies (the loop does
+  /// before each write; PUBLISH to put a message to itself before its reply, as Redis).
+  void drain_mailbox();
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// READONLY (cluster mode): reads of the slots this node holds as a replica are served
@@ -146,6 +159,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The writer's error observer: every error reply counts in total_error_replies and errorstats.
   static void count_error_reply(void* self, std::string_view text);
   bool room_for_write(int64_t now_ms);
+  // The subscribed-mode stage (pipeline.cc): in RESP2 with a subscription, a command other than
+  // (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT, RESET is refused (processCommand). True when
+  // it refused the request.
+  bool subscribed_stage(const resp::Request& req, const PreparedCommand& cmd, int64_t now_ms);
+  // Pub/Sub delivery (connection.cc). make_mailbox: the mailbox publishers deliver into, whose
+  // wake posts wake_reader() to this connection's thread. wake_reader: a message arrived; if
+  // the loop is waiting for the socket, that read is cancelled so the loop writes it now.
+  std::shared_ptr<Subscriber> make_mailbox();
+  void wake_reader();
+  // client-output-buffer-limit (output_limit.h): whether `bytes` of output are past this
+  // client's class's limit (pubsub with a subscription, else normal). Any thread.
+  bool over_output_limit(size_t bytes);
+  // Logs Redis's line for a client closed by its output limit, and closes it. Any thread.
+  void close_for_output_limit();
   Outcome call(const resp::Request& req, const PreparedCommand& cmd, int64_t now_ms);
   void record(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
               int64_t now_ms);
@@ -232,6 +259,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   mutable std::mutex info_mu_;
   std::string name_, lib_name_, lib_ver_;
+
+  // Pub/Sub and output accounting.
+  PubSubClient pubsub_;
+  std::vector<MessageRef> inbox_;       // drain_mailbox's scratch
+  bool reading_ = false;                // the loop waits for the socket (wake_reader cancels)
+  OutputLimiter out_limiter_;
+  std::atomic<size_t> out_bytes_{0};    // replies being written now (omem, output limits)
+  std::atomic<size_t> qbuf_{0};         // bytes read and not yet run (CLIENT LIST qbuf)
+  std::atomic<size_t> qbuf_free_{0};
 
 };
 

@@ -261,6 +261,13 @@ inline std::string client_attr_chars(std::string_view attr) {
   return "ERR " + std::string(attr) + " cannot contain spaces, newlines or special characters.";
 }
 
+/// The Pub/Sub context check of processCommand (server.c): a command a RESP2 client with a
+/// subscription may not run; `command` is its full name ("get", "config|get").
+inline std::string subscribed_context(std::string_view command) {
+  return "ERR Can't execute '" + std::string(command) +
+         "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "
+         "context";
+}
 /// "ERR wrong number of arguments for 'get' command"
 inline std::string wrong_arity(std::string_view command) {
   return "ERR wrong number of arguments for '" + std::string(command) + "' command";

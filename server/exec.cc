@@ -36,7 +36,7 @@ constexpr int kMaxExecAttempts = 8;
 // Whether a keyless command may touch the keyspace (KEYS, DBSIZE, FLUSHALL, RANDOMKEY ...):
 // it locks shards of its own, so EXEC holds them all. Connection commands never do.
 bool touches_keyspace_without_keys(const CommandSpec& spec) {
-  return !CommandTable::has_keys(spec) && spec.group != "connection";
+  return !CommandTable::has_keys(spec) && spec.group != "connection" && spec.group != "pubsub";
 }
 
 }  // namespace
@@ -130,6 +130,8 @@ void Connection::run_queued(const QueuedCommand& q, int64_t now_ms, bool may_ret
   const uint64_t errors_before = writer_.errors();
   const resp::Writer::Mark mark = writer_.mark();
   const auto start = std::chrono::steady_clock::now();
+  // Its changes raise its own events (published once EXEC returned: the scopes nest).
+  KeyspaceEvents::CommandScope events(server_.keyspace_events(), q.spec);
   try {
     q.spec->handler(ctx);
   } catch (const tiering::NeedRoom&) {

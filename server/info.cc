@@ -217,8 +217,10 @@ void section_stats(Server& srv, int64_t, std::string* s) {
   constants(s, {{"evicted_clients", "0"}});
   field(s, "keyspace_hits", ks.hits);
   field(s, "keyspace_misses", ks.misses);
-  constants(s, {{"pubsub_channels", "0"}, {"pubsub_patterns", "0"}, {"latest_fork_usec", "0"},
-                {"total_forks", "0"}});
+  field(s, "pubsub_channels", srv.pubsub().channel_count(ChannelKind::kGlobal));
+  field(s, "pubsub_patterns", srv.pubsub().numpat());
+  field(s, "pubsubshard_channels", srv.pubsub().channel_count(ChannelKind::kShard));
+  constants(s, {{"latest_fork_usec", "0"}, {"total_forks", "0"}});
   constants(s, {{"unexpected_error_replies", "0"}});
   field(s, "total_error_replies", srv.sum(&WorkerStats::errors));
 }

@@ -261,6 +261,9 @@ void Connection::count_error_reply(void* self, std::string_view text) {
                                                                    const PreparedCommand& cmd,
                                                                    int64_t now_ms) {
   last_cmd_.store(cmd.spec, std::memory_order_relaxed);
+  // Keyspace notifications: the changes the handler makes are named after this command, and
+  // published when it returned, with no lock held (server/keyspace_events.h).
+  KeyspaceEvents::CommandScope events(server_.keyspace_events(), cmd.spec);
   const auto start = command_end_;
   CommandContext ctx{server_, *this, writer_, req, req.args(), now_ms, server_.keyspace()};
   const uint64_t errors_before = writer_.errors();
@@ -319,6 +322,22 @@ void Connection::count_error_reply(void* self, std::string_view text) {
                           name());
 }
 
+// Whether a command runs in RESP2's subscribed mode (processCommand's Pub/Sub context check).
+static bool runs_when_subscribed(const CommandSpec& spec) {
+  const std::string& n = spec.full_name;
+  return n == "ping" || n == "subscribe" || n == "ssubscribe" || n == "unsubscribe" ||
+         n == "sunsubscribe" || n == "psubscribe" || n == "punsubscribe" || n == "quit" ||
+         n == "reset";
+}
+
+bool Connection::subscribed_stage(const resp::Request& req, const PreparedCommand& cmd,
+                                  int64_t now_ms) {
+  if (!cmd.runs() || runs_when_subscribed(*cmd.spec)) return false;
+  writer_.error(err::subscribed_context(cmd.spec->full_name));
+  record(req, cmd, Outcome::kRejected, now_ms);
+  return true;
+}
+
 // Whether a command runs at once inside MULTI (multi.c: processCommand's exceptions).
 static bool runs_inside_multi(const CommandSpec& spec) {
   const std::string& n = spec.full_name;
@@ -373,6 +392,8 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   prepare_inline(server_, req, authenticated, cmd);
   take_bulk_redirect(cmd);
   if (readonly_reads) replica_read(cmd);
+  // 3a. RESP2 subscribed mode: only the Pub/Sub commands, PING, QUIT and RESET.
+  if (subscribed_resp2() && subscribed_stage(req, cmd, now_ms)) return;
   // 3b. Transaction queueing: inside MULTI the command is queued, not run.
   if (txn.active() && queue_stage(req, cmd, now_ms)) return;
   if (!cmd.runs()) {
@@ -396,6 +417,8 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
   prepare_inline(server_, req, authenticated, cmd);
   take_bulk_redirect(cmd);
   if (readonly_reads) replica_read(cmd);
+  // 3a. RESP2 subscribed mode: only the Pub/Sub commands, PING, QUIT and RESET.
+  if (subscribed_resp2() && subscribed_stage(req, cmd, now_ms)) co_return;
   // 3b. Transaction queueing: inside MULTI the command is queued, not run (nothing loaded).
   if (txn.active() && queue_stage(req, cmd, now_ms)) co_return;
   Outcome outcome = Outcome::kRejected;

@@ -6,6 +6,9 @@
 //   3. slot ownership          prepare(); for a large bulk still being received,
 //                              unowned_slot_before(), which Connection::allocate_bulk asks
 //                              before it takes a block of the region (connection.cc)
+//   3a. subscribed mode      Connection::subscribed_stage (pipeline.cc): in RESP2 with a
+//                              subscription only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT
+//                              and RESET run (Redis's Pub/Sub context check)
 //   3b. transaction queueing  Connection::queue_stage (pipeline.cc): inside MULTI the command
 //                              is queued, not run; a refused one flags the transaction.
 //                              EXEC runs the queue: Connection::exec (exec.cc)
@@ -14,7 +17,9 @@
 //                              first the back-pressure wait, Connection::ssd_throttle
 //   6. the handler             Connection::call (pipeline.cc): tiering::NeedRoom -> make room
 //                              with no lock held, run it again; std::bad_alloc -> -OOM
-//   7. write events            the keyspace tells its observers itself (tiering/); the reply
+//   7. write events            the keyspace tells its observers itself (tiering/); keyspace
+//                              notifications are published when the handler returned
+//                              (KeyspaceEvents::CommandScope in call()); the reply
 //                              waits until SSD records it superseded are gone
 //                              (Connection::ssd_release / ssd_wait)
 //   8. stats and the slowlog   Connection::record (pipeline.cc)

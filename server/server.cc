@@ -45,6 +45,7 @@ bool is_loopback(const asio::ip::address& a) {
 
 Server::Server(Config& config, void (*more_commands)(CommandTable&))
     : config_(config),
+      keyspace_events_(config_, pubsub_),
       // The keyspace's slots are Redis Cluster's (cluster/slot.h): a slot's keys share a shard.
       keyspace_(128, &cluster::key_slot),
       // The evictor measures used memory afresh once per pass (allocator figures: microseconds).
@@ -69,6 +70,10 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
     else replication_->follow(primary->host, primary->port);
   });
   keyspace_.add_observer(&watches_);
+  keyspace_.add_observer(&keyspace_events_);
+  // Events raised off a command's thread (expiry, eviction, the SSD tier) are published by
+  // the main loop, where no shard lock is held.
+  keyspace_events_.set_wake([this] { asio::post(main_io_, [this] { keyspace_events_.drain(); }); });
   register_all_commands(commands_);
   if (more_commands != nullptr) more_commands(commands_);
   sync_eviction_options();
@@ -205,10 +210,11 @@ void Server::sync_eviction_options() {
   o.policy = tiering::parse_eviction_policy(config_.choice(Key::kMaxMemoryPolicy))
                  .value_or(tiering::EvictionPolicy::kNoEviction);
   o.maxmemory = memory_limit();
-  // A replica keeps what its primary keeps (replica-ignore-maxmemory, Redis's default): only
-  // its region bounds it (docs/replication.md, "Memory on a replica").
+  // A replica keeps what its primary keeps (replica-ignore-maxmemory, Redis's default): no
+  // eviction by used memory (0: no limit); only a value its region cannot fit makes room
+  // (allocate_value), so the region alone bounds it (docs/replication.md, "A replica's keys").
   if (replication_ && replication_->is_replica() && config_.num(Key::kReplicaIgnoreMaxmemory))
-    o.maxmemory = static_cast<uint64_t>(config_.num(Key::kMemoryCapacity));
+    o.maxmemory = 0;
   o.high_watermark = config_.fraction(Key::kEvictionHighWatermark);
   o.low_watermark = std::min(config_.fraction(Key::kEvictionLowWatermark), o.high_watermark);
   o.lfu_decay_minutes = static_cast<int>(config_.num(Key::kLfuDecayTime));
@@ -274,10 +280,11 @@ void Server::cron() {
       stats_.ops_per_sec.store((ops - last_ops_) * 1000 / (now - last_ops_ms_));
     last_ops_ = ops;
     last_ops_ms_ = now;
-    // Idle clients (`timeout` seconds, 0 = never).
+    // Idle clients (`timeout` seconds, 0 = never); subscribers wait for messages, and are
+    // never idle (clientsCronHandleTimeout).
     if (int64_t timeout = config_.num(Key::kTimeout); timeout > 0) {
       clients_.for_each([&](Connection& c) {
-        if (c.idle_ms(now) > timeout * 1000) c.close();
+        if (c.idle_ms(now) > timeout * 1000 && !c.pubsub().active()) c.close();
       });
     }
     cron();

@@ -23,6 +23,8 @@
 #include "server/command_stats.h"
 #include "server/config.h"
 #include "server/cluster_state.h"
+#include "server/keyspace_events.h"
+#include "server/pubsub.h"
 #include "server/slot_owner.h"
 #include "server/slowlog.h"
 #include "server/transaction.h"
@@ -110,6 +112,10 @@ class Server {
   Slowlog& slowlog() { return slowlog_; }
   /// Who WATCHes which key (an observer of the keyspace). Thread-safe.
   WatchRegistry& watches() { return watches_; }
+  /// Pub/Sub's registry of subscriptions (server/pubsub.h). Thread-safe.
+  PubSub& pubsub() { return pubsub_; }
+  /// Keyspace notifications (an observer of the keyspace; server/keyspace_events.h).
+  KeyspaceEvents& keyspace_events() { return keyspace_events_; }
   /// Which hash slots this node serves (the pipeline's slot ownership stage). Thread-safe.
   SlotOwner& slot_owner() { return slot_owner_; }
   /// This node's identity and topology in cluster mode (cluster-enabled). Thread-safe.
@@ -230,6 +236,8 @@ class Server {
   Config& config_;
   std::unique_ptr<rdma::VerbsDevice> verbs_;  // before the connections that use it
   WatchRegistry watches_;  // before the keyspace that calls it
+  PubSub pubsub_;          // before the connections that subscribe
+  KeyspaceEvents keyspace_events_;  // before the keyspace that calls it
   tiering::Keyspace keyspace_;
   tiering::Evictor evictor_;
   CommandTable commands_;

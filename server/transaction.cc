@@ -50,11 +50,13 @@ void Transaction::queue(const CommandSpec* spec, std::span<const std::string_vie
   q.bytes.assign(args.begin(), args.end());
   std::vector<std::string_view> views(q.bytes.begin(), q.bytes.end());
   q.req = resp::Request(std::move(views));
+  queued_count_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
 }
 
 void Transaction::end() {
   active_ = aborted_ = false;
   queue_.clear();
+  queued_count_.store(-1, std::memory_order_relaxed);
   slot = -1;
   cross_slot = false;
   unwatch();

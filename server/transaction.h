@@ -67,13 +67,18 @@ class Transaction {
   /// Inside MULTI.
   bool active() const { return active_; }
   /// MULTI: starts queueing.
-  void begin() { active_ = true; }
+  void begin() {
+    active_ = true;
+    queued_count_.store(0, std::memory_order_relaxed);
+  }
   /// A command refused while queueing: EXEC will answer -EXECABORT (Redis's CLIENT_DIRTY_EXEC).
   void flag() { aborted_ = true; }
   bool aborted() const { return aborted_; }
   /// Queues a command that passed every check (copies its arguments).
   void queue(const CommandSpec* spec, std::span<const std::string_view> args);
   const std::deque<QueuedCommand>& queued() const { return queue_; }
+  /// Commands queued since MULTI, -1 outside MULTI (CLIENT LIST multi=). Any thread.
+  int64_t queued_count() const { return queued_count_.load(std::memory_order_relaxed); }
   /// In cluster mode, the slot of the transaction's first key (-1: none yet), and whether a
   /// queued key is in another: EXEC then aborts with CROSSSLOT, as Redis's getNodeByQuery
   /// over the queued commands.
@@ -100,6 +105,7 @@ class Transaction {
   std::deque<QueuedCommand> queue_;  // a deque: elements never move (views of their bytes)
   std::vector<std::string> watched_;
   std::atomic<bool> broken_{false};
+  std::atomic<int64_t> queued_count_{-1};
 };
 
 }  // namespace server

@@ -26,7 +26,8 @@ enum class ChangeKind : uint8_t {
   kExpire,     ///< only its deadline changed (`expire_ms`; 0 = persisted)
   kDelete,     ///< the key is gone
   kDemoted,    ///< its value left memory; an SSD record holds it (content unchanged)
-  kPromoted,   ///< its value is back in memory from SSD (content unchanged)
+  kPromoted,   ///< its value is back in memory from SSD (content unchanged); with kEntryTransient
+               ///< in prev_flags, only for one command, after which it is kDemoted again
   kRecovered,  ///< rebuilt from the SSD tier at start-up (value on SSD only)
 };
 
@@ -49,6 +50,7 @@ struct Change {
   std::string_view key;
   const ValueRef* value;  ///< kSet, kPromoted: the value the key holds now; else null
   int64_t expire_ms;      ///< the deadline after the change, absolute Unix ms; 0 = none
+  bool created = false;   ///< kSet: the key did not exist before (Redis's dbAdd; event "new")
 };
 
 /// Learns of every change of a Keyspace (Keyspace::add_observer).
@@ -64,6 +66,10 @@ class KeyspaceObserver {
   virtual void on_change(Shard& shard, const Change& change) = 0;
   /// Every key was removed (FLUSHALL/FLUSHDB).
   virtual void on_flush() = 0;
+  /// A command's read found no `key`: Shard::lookup and Shard::peek, the reads that count
+  /// keyspace_misses (Redis's lookupKeyRead and its keymiss event). Under the shard's lock, as
+  /// on_change. Default: nothing.
+  virtual void on_miss(Shard& /*shard*/, std::string_view /*key*/) {}
 };
 
 }  // namespace tiering

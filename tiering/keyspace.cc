@@ -40,8 +40,8 @@ Shard::Shard() : own_slots_(new SlotKeys[kSlotCount]()), slots_(own_slots_.get()
 
 void Shard::announce(ChangeKind kind, ChangeCause cause, uint8_t prev_flags,
                      std::string_view key, uint16_t slot, const ValueRef* value,
-                     int64_t expire_ms) {
-  const Change c{kind, cause, prev_flags, slot, ++seq_, key, value, expire_ms};
+                     int64_t expire_ms, bool created) {
+  const Change c{kind, cause, prev_flags, slot, ++seq_, key, value, expire_ms, created};
   for (KeyspaceObserver* o : *observers_) o->on_change(*this, c);
 }
 
@@ -87,6 +87,7 @@ Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
   Item* item = find(key, now);
   if (item == nullptr) {
     ++misses;
+    for (KeyspaceObserver* o : *observers_) o->on_miss(*this, key);
     return nullptr;
   }
   ++hits;
@@ -96,8 +97,12 @@ Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
 
 Shard::Item* Shard::peek(std::string_view key, int64_t now) {
   Item* item = find(key, now);
-  if (item == nullptr) ++misses;
-  else ++hits;
+  if (item == nullptr) {
+    ++misses;
+    for (KeyspaceObserver* o : *observers_) o->on_miss(*this, key);
+  } else {
+    ++hits;
+  }
   return item;
 }
 
@@ -120,7 +125,7 @@ Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_
     e.expire_ms = expire_ms;
     if (expire_ms != 0) expiry_.emplace(expire_ms, item);
   }
-  announce(ChangeKind::kSet, cause, prev, item->key(), slot, &e.value, e.expire_ms);
+  announce(ChangeKind::kSet, cause, prev, item->key(), slot, &e.value, e.expire_ms, inserted);
   return item;
 }
 

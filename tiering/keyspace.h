@@ -171,7 +171,8 @@ class Shard {
   /// Looks `key` up whatever its deadline, removing nothing (a replica applying its primary's
   /// change to a key past its deadline: the primary's DELETE of it is on its way).
   Item* find_any(std::string_view key) { return map_.find(key); }
-  /// find() for a read by a command: counts a hit or miss and refreshes access stats.
+  /// find() for a read by a command: counts a hit or miss and refreshes access stats; a miss
+  /// is told to the observers (on_miss).
   Item* lookup(std::string_view key, int64_t now);
   /// find() for a read that counts a hit or miss but leaves access stats alone (Redis's
   /// LOOKUP_NOTOUCH: EXISTS, TYPE, TTL, OBJECT).
@@ -283,7 +284,7 @@ class Shard {
   friend class Keyspace;
   // Tells every observer about one change of `item` (after it; `item` may be unlinked).
   void announce(ChangeKind kind, ChangeCause cause, uint8_t prev_flags, std::string_view key,
-                uint16_t slot, const ValueRef* value, int64_t expire_ms);
+                uint16_t slot, const ValueRef* value, int64_t expire_ms, bool created = false);
   // Removes `item` from the expiry and lease indexes and its slot's list, leaving it in the
   // table (the caller announces the change, then erases the node from map_).
   void detach(Item* item, uint16_t slot);

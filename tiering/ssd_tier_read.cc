@@ -104,8 +104,11 @@ SsdTier::Loaded SsdTier::load(std::string_view key, int64_t now,
       out.status = st;
       return out;
     }
+    // A value loaded for this command only is marked transient before it is announced, so
+    // observers see the kPromoted of a value that goes back to SSD after one use as such.
+    if (!keep) e.flags |= kEntryTransient;
     shard.install_value(item, value);
-    e.flags = static_cast<uint8_t>((e.flags & ~kEntryCold) | (keep ? 0 : kEntryTransient));
+    e.flags = static_cast<uint8_t>(e.flags & ~kEntryCold);
     cold_keys_.fetch_sub(1, std::memory_order_relaxed);
     out.pin = std::move(value);
     out.transient = !keep;

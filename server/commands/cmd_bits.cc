@@ -232,6 +232,9 @@ void register_bit_family(CommandTable& t) {
   b.add("bitpos", -3, r, key_at(1), cmd_bitpos, {"Find first bit set or clear in a string", "2.8.7", "O(N)"});
   b.add("bitop", -4, w, {2, -1, 1}, cmd_bitop, {"Perform bitwise operations between strings", "2.6.0", "O(N)"});
   b.add("bitfield", -2, w, key_at(1), cmd_bitfield, {"Perform arbitrary bitfield integer operations on strings", "3.2.0", "O(1) for each subcommand specified"});
+  // Keyspace notifications: bitops.c raises "setbit" for both (BITOP: "set" or "del").
+  t.set_events("setbit", {.set = "setbit"});
+  t.set_events("bitfield", {.set = "setbit"});
   b.add("bitfield_ro", -2, r | kFast, key_at(1), cmd_bitfield_ro, {"Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD", "6.0.0", "O(1) for each subcommand specified"});
 }
 

@@ -26,6 +26,13 @@ bool check_password(CommandContext& ctx, std::string_view user, std::string_view
 
 void cmd_ping(CommandContext& ctx) {
   if (ctx.args.size() > 2) return ctx.out.error(err::wrong_arity("ping"));
+  if (ctx.conn.subscribed_resp2()) {
+    // In RESP2's subscribed mode a reply is an array like a message's (pingCommand).
+    ctx.out.array(2);
+    ctx.out.bulk("pong");
+    ctx.out.bulk(ctx.args.size() == 2 ? ctx.args[1] : std::string_view());
+    return;
+  }
   if (ctx.args.size() == 2) ctx.out.bulk(ctx.args[1]);
   else ctx.out.simple("PONG");
 }
@@ -114,6 +121,7 @@ void cmd_reset(CommandContext& ctx) {
   ctx.conn.set_name("");
   ctx.conn.no_evict = false;
   ctx.conn.txn.end();  // RESET discards MULTI and unwatches (resetCommand)
+  ctx.conn.pubsub().unsubscribe_all();  // and drops every subscription, with no reply
   ctx.conn.authenticated = ctx.server.config().num(Key::kRequirePass) == 0;
   ctx.out.simple("RESET");
 }
@@ -143,14 +151,18 @@ void cmd_client_getname(CommandContext& ctx) {
 
 void cmd_client_list(CommandContext& ctx) {
   std::vector<uint64_t> ids;
+  // TYPE: a client with a subscription is of type pubsub, any other normal (getClientType);
+  // there are no master or replica clients.
+  enum { kTypeAny, kTypeNormal, kTypePubSub, kTypeNone } type_filter = kTypeAny;
   ArgParser p(ctx.args, 2);
   while (!p.done() && p.ok()) {
     if (p.eat("TYPE")) {
       std::string_view type = p.next();
-      if (!iequals(type, "normal") && !iequals(type, "master") && !iequals(type, "replica") &&
-          !iequals(type, "pubsub"))
-        return ctx.out.error(err::unknown_client_type(type));
-      if (!iequals(type, "normal")) return ctx.out.verbatim("txt", "");
+      if (iequals(type, "normal")) type_filter = kTypeNormal;
+      else if (iequals(type, "pubsub")) type_filter = kTypePubSub;
+      else if (iequals(type, "master") || iequals(type, "replica") || iequals(type, "slave"))
+        type_filter = kTypeNone;
+      else return ctx.out.error(err::unknown_client_type(type));
     } else if (p.eat("ID")) {
       if (p.done()) p.fail(err::kSyntax);
       while (!p.done() && p.ok()) {
@@ -167,6 +179,9 @@ void cmd_client_list(CommandContext& ctx) {
   std::string text;
   ctx.server.clients().for_each([&](Connection& c) {
     if (!ids.empty() && std::find(ids.begin(), ids.end(), c.id()) == ids.end()) return;
+    if (type_filter == kTypeNone || (type_filter == kTypeNormal && c.pubsub().active()) ||
+        (type_filter == kTypePubSub && !c.pubsub().active()))
+      return;
     text += c.describe(ctx.now_ms);
     text += '\n';
   });
@@ -195,6 +210,9 @@ void cmd_client_kill(CommandContext& ctx) {
   std::optional<uint64_t> id;
   std::string_view addr = legacy ? ctx.args[2] : std::string_view(), laddr, type;
   bool skipme = true;
+  // TYPE: pubsub clients are those with a subscription (getClientType); none is a master or
+  // a replica.
+  enum { kTypeAny, kTypeNormal, kTypePubSub, kTypeNone } type_filter = kTypeAny;
   if (!legacy) {
     ArgParser p(ctx.args, 2);
     while (!p.done() && p.ok()) {
@@ -213,11 +231,13 @@ void cmd_client_kill(CommandContext& ctx) {
         else p.fail(err::kSyntax);
       } else if (p.eat("TYPE")) {
         type = p.next();
-        if (!iequals(type, "normal") && !iequals(type, "master") && !iequals(type, "replica") &&
-            !iequals(type, "slave") && !iequals(type, "pubsub"))
-          p.fail("ERR Unknown client type '" + std::string(type) + "'");
+        if (iequals(type, "normal")) type_filter = kTypeNormal;
+        else if (iequals(type, "pubsub")) type_filter = kTypePubSub;
+        else if (iequals(type, "master") || iequals(type, "replica") || iequals(type, "slave"))
+          type_filter = kTypeNone;
+        else if (p.ok()) return ctx.out.error(err::unknown_client_type(type));
       } else if (p.eat("USER")) {
-        p.next();  // every client is a client of the default user
+        p.next();  // every client is of the default user
       } else {
         p.fail(err::kSyntax);
       }
@@ -230,10 +250,12 @@ void cmd_client_kill(CommandContext& ctx) {
     return ctx.out.integer(ctx.server.replication().drop_primary_link() ? 1 : 0);
   if (iequals(type, "replica") || iequals(type, "slave"))
     return ctx.out.integer(ctx.server.replication().drop_replicas());
-  if (iequals(type, "pubsub")) return ctx.out.integer(0);
   int64_t killed = 0;
   ctx.server.clients().for_each([&](Connection& c) {
     if (id && c.id() != *id) return;
+    if (type_filter == kTypeNone || (type_filter == kTypeNormal && c.pubsub().active()) ||
+        (type_filter == kTypePubSub && !c.pubsub().active()))
+      return;
     if (!addr.empty() && c.peer() != addr) return;
     if (!laddr.empty() && c.local() != laddr) return;
     if (&c == &ctx.conn) {

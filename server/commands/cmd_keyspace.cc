@@ -231,7 +231,8 @@ void expire_generic(CommandContext& ctx, std::string_view name, bool seconds, bo
       ((flags & kGt) && (cur == 0 || when <= cur)) || ((flags & kLt) && cur != 0 && when >= cur))
     return ctx.out.integer(0);
   if (when <= ctx.now_ms) lock.remove(item);  // as Redis: a deadline in the past deletes
-  else lock.set_expire(item, when);
+  else if (when != cur) lock.set_expire(item, when);
+  else ctx.server.keyspace_events().raise_unchanged("expire", kNotifyGeneric, key);
   ctx.out.integer(1);
 }
 void cmd_expire(CommandContext& ctx) { expire_generic(ctx, "expire", true, false); }
@@ -352,6 +353,11 @@ void register_keyspace_family(CommandTable& t) {
   b.add("expiretime", 2, r | kNoValue | kFast, key_at(1), cmd_expiretime, {"Get the expiration Unix timestamp for a key", "7.0.0"});
   b.add("pexpiretime", 2, r | kNoValue | kFast, key_at(1), cmd_pexpiretime, {"Get the expiration Unix timestamp for a key in milliseconds", "7.0.0"});
   b.add("persist", 2, w | kNoValue | kFast, key_at(1), cmd_persist, {"Remove the expiration from a key", "2.2.0"});
+  // Keyspace notifications: db.c's names for what a rename and a copy change (the rest raise
+  // "del", "expire" or "persist" by what changed).
+  for (const char* name : {"rename", "renamenx"})
+    t.set_events(name, {.set = "rename_to", .set_generic = true, .del = "rename_from"});
+  t.set_events("copy", {.set = "copy_to", .set_generic = true});
 
   // Containers: dispatch picks the subcommand, so the container itself has no handler.
   const uint32_t help = kLoading | kStale;
@@ -362,6 +368,8 @@ void register_keyspace_family(CommandTable& t) {
       b.spec("idletime", 3, r | kNoValue, key_at(2), cmd_object_idletime, {"Get the time since a Redis object was last accessed", "2.2.3"}),
       b.spec("refcount", 3, r | kNoValue, key_at(2), cmd_object_refcount, {"Get the number of references to the value of the key", "2.2.3"}),
       b.spec("help", 2, help, kNoKeys, cmd_object_help, {"Show helpful text about the different subcommands", "6.2.0"})};
+  // OBJECT's reads raise no keymiss (object.c: LOOKUP_NONOTIFY).
+  for (CommandSpec& sub : object.subcommands) sub.events.keymiss = false;
   b.add(std::move(object));
 }
 

@@ -234,7 +234,9 @@ void getkeys_generic(CommandContext& ctx, bool with_flags) {
   auto argv = ctx.args.subspan(2);
   const CommandSpec* spec = ctx.server.commands().resolve(argv);
   if (spec == nullptr) return ctx.out.error(err::kInvalidCommand);
-  if (!CommandTable::has_keys(*spec)) return ctx.out.error(err::kNoKeyArguments);
+  // Shard channels are keys for the slot stage only: Redis's key specs flag them not_key.
+  if (!CommandTable::has_keys(*spec) || (spec->flags & kPubSub))
+    return ctx.out.error(err::kNoKeyArguments);
   if (!CommandTable::arity_ok(*spec, argv.size()))
     return ctx.out.error(err::kInvalidArgCount);
   std::vector<size_t> positions;

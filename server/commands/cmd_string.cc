@@ -38,7 +38,10 @@ void set_generic(CommandContext& ctx, std::string_view key, ValueRef value,
       done = false;
     } else {
       int64_t expire = 0;
-      if (o.expire.kind == ExpireOption::kAt) expire = o.expire.at_ms;
+      if (o.expire.kind == ExpireOption::kAt) {
+        expire = o.expire.at_ms;
+        KeyspaceEvents::also_expire();  // "set", then "expire" (setGenericCommand)
+      }
       else if (o.expire.kind == ExpireOption::kKeep && item) expire = item->second.expire_ms;
       lock.set(key, std::move(value), expire);
       done = true;
@@ -132,7 +135,10 @@ void cmd_getex(CommandContext& ctx) {
   if (item == nullptr) return ctx.out.null();
   reply_value(ctx.out, item->second.value);
   if (e.kind == ExpireOption::kAt && e.at_ms <= ctx.now_ms) lock.remove(item);
-  else if (e.kind == ExpireOption::kAt) lock.set_expire(item, e.at_ms);
+  else if (e.kind == ExpireOption::kAt && e.at_ms != item->second.expire_ms)
+    lock.set_expire(item, e.at_ms);
+  else if (e.kind == ExpireOption::kAt)  // the same deadline: no change, Redis's event still
+    ctx.server.keyspace_events().raise_unchanged("expire", kNotifyGeneric, ctx.args[1]);
   else if (e.kind == ExpireOption::kPersist) lock.set_expire(item, 0);
 }
 
@@ -338,6 +344,11 @@ void register_string_family(CommandTable& t) {
   b.add("incrby", 3, w | kFast, key_at(1), cmd_incrby, {"Increment the integer value of a key by the given amount", "1.0.0"});
   b.add("decrby", 3, w | kFast, key_at(1), cmd_decrby, {"Decrement the integer value of a key by the given number", "1.0.0"});
   b.add("incrbyfloat", 3, w | kFast, key_at(1), cmd_incrbyfloat, {"Increment the float value of a key by the given amount", "2.6.0"});
+  // Keyspace notifications: the events t_string.c raises (the rest raise "set" / "del").
+  t.set_events("append", {.set = "append"});
+  t.set_events("setrange", {.set = "setrange"});
+  for (const char* name : {"incr", "decr", "incrby", "decrby"}) t.set_events(name, {.set = "incrby"});
+  t.set_events("incrbyfloat", {.set = "incrbyfloat"});
 }
 
 }  // namespace server

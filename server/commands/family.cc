@@ -26,6 +26,7 @@ void register_all_commands(CommandTable& table) {
   register_transaction_family(table);
   register_bit_family(table);
   register_replication_family(table);
+  register_pubsub_family(table);
   register_lcs_command(table);
 }
 

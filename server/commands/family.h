@@ -4,7 +4,8 @@
 // cmd_string.cc (strings), cmd_keyspace.cc (generic key commands and expiry),
 // cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
-// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...).
+// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...),
+// cmd_pubsub.cc (SUBSCRIBE, PUBLISH, PUBSUB, ...).
 #pragma once
 
 #include <initializer_list>
@@ -74,6 +75,8 @@ void register_transaction_family(CommandTable& table);
 void register_bit_family(CommandTable& table);
 /// REPLICAOF, SLAVEOF, ROLE, WAIT, REPLCONF, PSYNC (cmd_replication.cc).
 void register_replication_family(CommandTable& table);
+/// SUBSCRIBE, PUBLISH, PUBSUB ... (cmd_pubsub.cc).
+void register_pubsub_family(CommandTable& table);
 /// LCS (cmd_lcs.cc), in the string group.
 void register_lcs_command(CommandTable& table);
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import launch_redis, launch_server, stop_servers  # noqa: F401
+from harness import launch_redis, launch_server, stop_servers
 from fastpath_util import FastConn, Segment
 from resp_util import Simple
 
