@@ -63,6 +63,7 @@ enum class Key {
   kRdmaTimeout,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
+  kBusyReplyThreshold,
   kHz,
   kDatabases,
   kLogLevel,

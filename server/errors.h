@@ -157,6 +157,52 @@ inline std::string exec_abort_because(std::string_view error) {
   return "EXECABORT Transaction discarded because of: " + std::string(error);
 }
 
+// ---- scripts (eval.c, script.c, script_lua.c) ----
+inline constexpr std::string_view kNoScript = "NOSCRIPT No matching script. Please use EVAL.";
+inline constexpr std::string_view kBusy =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+inline constexpr std::string_view kNotBusy = "NOTBUSY No scripts in execution right now.";
+inline constexpr std::string_view kUnkillable =
+    "UNKILLABLE Sorry the script already executed write commands against the dataset. You can "
+    "either wait the script termination or kill the server in a hard way using the SHUTDOWN "
+    "NOSAVE command.";
+inline constexpr std::string_view kNumkeysTooBig =
+    "ERR Number of keys can't be greater than number of args";
+inline constexpr std::string_view kNumkeysNegative = "ERR Number of keys can't be negative";
+inline constexpr std::string_view kScriptFlushOption =
+    "ERR SCRIPT FLUSH only support SYNC|ASYNC option";
+inline constexpr std::string_view kScriptWriteFlagRo =
+    "ERR Can not execute a script with write flag using *_ro command.";
+inline constexpr std::string_view kScriptOomFlag =
+    "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'";
+inline constexpr std::string_view kScriptNoCluster =
+    "ERR Can not run script on cluster, 'no-cluster' flag is set.";
+inline constexpr std::string_view kScriptDebugUsage = "ERR Use SCRIPT DEBUG YES/SYNC/NO";
+/// stratakv's own: the Lua debugger (SCRIPT DEBUG YES|SYNC, redis-cli --ldb) is not served.
+inline constexpr std::string_view kScriptDebugUnsupported =
+    "ERR SCRIPT DEBUG YES|SYNC is not supported: stratakv has no Lua debugger (docs/scripting.md)";
+// What redis.call refuses before running a command: bare messages, which the script sees as
+// {err="ERR <message>"} (script_lua.c luaPushError).
+inline constexpr std::string_view kScriptUnknownCommand = "Unknown Redis command called from script";
+inline constexpr std::string_view kScriptWrongArity =
+    "Wrong number of args calling Redis command from script";
+inline constexpr std::string_view kScriptNotAllowed = "This Redis command is not allowed from script";
+inline constexpr std::string_view kScriptWriteReadOnly =
+    "Write commands are not allowed from read-only scripts.";
+/// stratakv's own: a script runs atomically over the shards of its declared keys, so a key it
+/// did not declare in KEYS is refused (docs/scripting.md).
+inline std::string script_undeclared_key(std::string_view key) {
+  return "Script attempted to access key '" + std::string(key.substr(0, 128)) +
+         "' that is not in KEYS: a script may only touch the keys it declares (docs/scripting.md)";
+}
+/// stratakv's own: a command that reads or changes keys it names no key of (KEYS, SCAN,
+/// DBSIZE, FLUSHALL, INFO ...) or that needs the connection (KV.*) cannot run in a script.
+inline std::string script_keyless_command(std::string_view name) {
+  return "Script attempted to run '" + std::string(name) +
+         "', which touches keys a script cannot declare: a script may only touch the keys it "
+         "declares (docs/scripting.md)";
+}
+
 /// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
 inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {
   return "ERR scatter-gather list is " + std::to_string(sgl_bytes) + " bytes, total_length is " +

@@ -25,6 +25,7 @@ void register_all_commands(CommandTable& table) {
   register_transaction_family(table);
   register_bit_family(table);
   register_lcs_command(table);
+  register_script_family(table);
 }
 
 std::string key_elsewhere(CommandContext& ctx, std::string_view key) {

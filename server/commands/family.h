@@ -4,7 +4,8 @@
 // cmd_string.cc (strings), cmd_keyspace.cc (generic key commands and expiry),
 // cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
-// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...).
+// cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...),
+// cmd_script.cc (EVAL, SCRIPT).
 #pragma once
 
 #include <initializer_list>
@@ -72,6 +73,8 @@ void register_kv_family(CommandTable& table);
 void register_cluster_family(CommandTable& table);
 void register_transaction_family(CommandTable& table);
 void register_bit_family(CommandTable& table);
+/// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (cmd_script.cc).
+void register_script_family(CommandTable& table);
 /// LCS (cmd_lcs.cc), in the string group.
 void register_lcs_command(CommandTable& table);
 

@@ -187,6 +187,17 @@ SAMPLES = {
     "bitop": (["BITOP", "AND", "d", "a", "b"], ["d", "a", "b"]),
     "bitfield": (["BITFIELD", "k", "GET", "u8", "0"], ["k"]),
     "bitfield_ro": (["BITFIELD_RO", "k", "GET", "u8", "0"], ["k"]),
+    "eval": (["EVAL", "return 1", "2", "a", "b", "x"], ["a", "b"]),
+    "evalsha": (["EVALSHA", "f" * 40, "1", "a", "x"], ["a"]),
+    "eval_ro": (["EVAL_RO", "return 1", "1", "a"], ["a"]),
+    "evalsha_ro": (["EVALSHA_RO", "f" * 40, "2", "a", "b"], ["a", "b"]),
+    "script": CONTAINER,
+    "script|load": (["SCRIPT", "LOAD", "return 1"], None),
+    "script|exists": (["SCRIPT", "EXISTS", "x"], None),
+    "script|flush": (["SCRIPT", "FLUSH"], None),
+    "script|kill": (["SCRIPT", "KILL"], None),
+    "script|help": (["SCRIPT", "HELP"], None),
+    "script|debug": (["SCRIPT", "DEBUG", "NO"], None),
 }
 
 

@@ -1,0 +1,109 @@
+// server/connection_script.cc - what a connection does about scripts (docs/scripting.md):
+// hands EVAL's script to a script thread and waits for it on its coroutine (finish_script), and,
+// while some script runs, keeps requests that would lock one of its shards from blocking the
+// I/O thread: they wait on their coroutine until it is done or has run for
+// busy-reply-threshold, then get -BUSY (busy_stage).
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <memory>
+
+#include "server/connection.h"
+#include "server/errors.h"
+#include "server/server.h"
+
+namespace server {
+
+asio::awaitable<Connection::Outcome> Connection::finish_script() {
+  ScriptCall call = std::move(*script_call_);
+  script_call_.reset();
+  // Replies already made go out first: a pipelined reply does not wait for the script.
+  if (!writer_.empty() && !co_await flush()) {
+    closed_ = true;
+    co_return Outcome::kRejected;
+  }
+  ScriptOutcome result;
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&](auto handler) {
+        auto done = std::make_shared<decltype(handler)>(std::move(handler));
+        server_.scripts().submit(std::move(call), [&result, done, ex](ScriptOutcome r) {
+          result = std::move(r);
+          asio::post(ex, [done] { std::move(*done)(); });
+        });
+      },
+      asio::use_awaitable);
+  // A write that superseded SSD records is acknowledged once their removal is written.
+  if (result.ssd_ticket != 0 && server_.ssd() != nullptr) co_await ssd_wait(result.ssd_ticket);
+  // The call's duration is the script's (stats, slowlog); the next command's starts now.
+  command_end_ = std::chrono::steady_clock::now();
+  call_us_ = static_cast<int64_t>(result.us);
+  if (result.error) {
+    writer_.error(result.reply);
+    co_return Outcome::kFailed;
+  }
+  writer_.raw(result.reply);
+  co_return Outcome::kCalled;
+}
+
+namespace {
+// Whether a keyless command locks shards of its own (KEYS, DBSIZE, FLUSHALL, INFO ...):
+// connection commands never do.
+bool locks_all_shards(const CommandSpec& spec) {
+  return !CommandTable::has_keys(spec) && spec.group != "connection";
+}
+}  // namespace
+
+asio::awaitable<bool> Connection::busy_stage(const resp::Request& req, int64_t now_ms) {
+  ScriptRunner& scripts = server_.scripts();
+  // Requests the pipeline refuses first (unknown, arity, auth, slots) go on to be refused;
+  // commands allowed while busy (SCRIPT KILL, SHUTDOWN, AUTH ...) lock nothing.
+  prepare(server_, req, authenticated, prepared_);
+  if (!prepared_.runs() || (prepared_.spec->flags & kAllowBusy)) co_return false;
+  const CommandSpec& spec = *prepared_.spec;
+  // The shards the request would lock.
+  busy_shards_.clear();
+  bool all = false;
+  auto add = [&](const CommandSpec& s, std::span<const std::string_view> args) {
+    if (locks_all_shards(s)) {
+      all = true;
+      return;
+    }
+    busy_keys_.clear();
+    CommandTable::keys(s, args, busy_keys_);
+    for (size_t i : busy_keys_)
+      if (i < args.size()) busy_shards_.push_back(server_.keyspace().shard_index(args[i]));
+  };
+  if (txn.active()) {
+    if (spec.full_name != "exec") co_return false;  // queued: it locks nothing now
+    for (const QueuedCommand& q : txn.queued()) add(*q.spec, q.req.args());
+    for (const std::string& k : txn.watched())
+      busy_shards_.push_back(server_.keyspace().shard_index(k));
+  } else if (spec.full_name == "exec" || spec.full_name == "multi" ||
+             spec.full_name == "discard") {
+    co_return false;
+  } else {
+    add(spec, req.args());
+  }
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    const int64_t held = scripts.holding_ms(busy_shards_, all, tiering::now_ms());
+    if (held < 0) co_return false;
+    if (held >= server_.config().num(Key::kBusyReplyThreshold)) {
+      writer_.error(err::kBusy);
+      record_call(req, prepared_, Outcome::kRejected, now_ms);
+      co_return true;
+    }
+    // Replies already made go out first; then wait a millisecond, the thread free meanwhile.
+    if (!writer_.empty() && !co_await flush()) {
+      closed_ = true;
+      co_return true;
+    }
+    timer.expires_after(std::chrono::milliseconds(1));
+    co_await timer.async_wait(asio::use_awaitable);
+    if (closed_.load(std::memory_order_relaxed)) co_return true;
+  }
+}
+
+}  // namespace server
