@@ -248,8 +248,9 @@ std::string trim_crlf(std::string s) {
   return s.substr(lead);
 }
 
-// Writes the value on the top of the stack (and pops it).
-void write_value(lua_State* L, resp::Writer& w) {
+// Writes the value on the top of the stack (and pops it) in the caller's protocol; booleans
+// follow the script's (redis.setresp), as Redis 7.0's luaReplyToRedisReply.
+void write_value(lua_State* L, resp::Writer& w, int script_resp) {
   if (!lua_checkstack(L, 4)) {
     lua_pop(L, 1);
     w.error("ERR reached lua stack limit");
@@ -263,7 +264,7 @@ void write_value(lua_State* L, resp::Writer& w) {
       break;
     }
     case LUA_TBOOLEAN:
-      if (w.protocol() == 2) {
+      if (script_resp == 2) {
         if (lua_toboolean(L, -1)) w.integer(1);
         else w.null();
       } else {
@@ -313,8 +314,8 @@ void write_value(lua_State* L, resp::Writer& w) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {
           lua_pushvalue(L, -2);  // the key, to write (the original stays for lua_next)
-          write_value(L, w);
-          write_value(L, w);  // the value
+          write_value(L, w, script_resp);
+          write_value(L, w, script_resp);  // the value
         }
         lua_pop(L, 1);
         break;
@@ -334,7 +335,7 @@ void write_value(lua_State* L, resp::Writer& w) {
         while (lua_next(L, -2)) {
           lua_pop(L, 1);
           lua_pushvalue(L, -1);
-          write_value(L, w);
+          write_value(L, w, script_resp);
         }
         lua_pop(L, 1);
         break;
@@ -351,7 +352,7 @@ void write_value(lua_State* L, resp::Writer& w) {
       w.array(n);
       for (size_t j = 1; j <= n; ++j) {
         lua_rawgeti(L, -1, static_cast<int>(j));
-        write_value(L, w);
+        write_value(L, w, script_resp);
       }
       break;
     }
@@ -707,6 +708,26 @@ int guarded_getmetatable(lua_State* L) {
   return guarded_call(L);
 }
 
+// Redis 7.0's pcall (script_lua.c luaRedisPcall): an error that is a table with an `err`
+// field (what redis.call raises) is returned as that string.
+int redis_style_pcall(lua_State* L) {
+  luaL_checkany(L, 1);
+  const int argc = lua_gettop(L);
+  lua_pushboolean(L, 1);
+  lua_insert(L, 1);
+  if (lua_pcall(L, argc - 1, LUA_MULTRET, 0) != 0) {
+    lua_remove(L, 1);
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "err");
+      if (lua_isstring(L, -1)) lua_replace(L, -2);
+      else lua_pop(L, 1);
+    }
+    lua_pushboolean(L, 0);
+    lua_insert(L, 1);
+  }
+  return lua_gettop(L);
+}
+
 // Replaces global `name` (a function) by `fn` with the original as its upvalue.
 void guard(lua_State* L, const char* name, lua_CFunction fn) {
   lua_pushstring(L, name);
@@ -833,6 +854,9 @@ void ScriptEngine::open() {
   lua_rawset(L, -3);
   lua_setmetatable(L, -2);
   lua_rawset(L, LUA_REGISTRYINDEX);
+  lua_pushstring(L, "pcall");
+  lua_pushcfunction(L, redis_style_pcall);
+  lua_rawset(L, LUA_GLOBALSINDEX);
   guard(L, "rawset", guarded_rawset);
   guard(L, "setmetatable", guarded_setmetatable);
   guard(L, "getmetatable", guarded_getmetatable);
@@ -943,7 +967,7 @@ ScriptEngine::Result ScriptEngine::run(std::string_view sha, std::span<const std
     }
     lua_pop(L, 1);
   } else {
-    write_value(L, w);  // pops the result
+    write_value(L, w, call_protocol_);  // pops the result
     std::vector<resp::OutBuffer> bufs;
     w.buffers(&bufs);
     for (const auto& b : bufs) out.reply.append(b.data, b.size);

@@ -12,6 +12,8 @@
 //   - redis.call, redis.pcall, redis.error_reply, redis.status_reply, redis.sha1hex, redis.log
 //     with LOG_DEBUG..LOG_WARNING, redis.setresp, redis.set_repl with REPL_*, redis.
 //     replicate_commands, redis.breakpoint, redis.debug, REDIS_VERSION, REDIS_VERSION_NUM.
+//   - pcall returns the message of an error table ({err=...}, what redis.call raises) as a
+//     string, as Redis 7.0's luaRedisPcall.
 //   - a script's body is compiled as the chunk "@user_script", so error texts
 //     ("user_script:1: ...") and line numbers are Redis's.
 //
@@ -21,7 +23,7 @@
 //   redis.setresp(3)): null -> nil, boolean -> boolean, double -> {double=n}, map -> table,
 //   set -> {elem=true}, big number -> {big_number=s}.
 //   Lua -> RESP (the script's return value): number -> integer (truncated); string -> bulk;
-//   true -> 1 (RESP3: true); false and nil -> nil; table -> array up to its first nil;
+//   true -> 1 (after redis.setresp(3): a boolean); false and nil -> nil; table -> array up to its first nil;
 //   {ok=s} -> status; {err=s} -> error; {double=n}, {map=t}, {set=t}, {big_number=s}.
 #pragma once
 

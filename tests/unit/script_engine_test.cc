@@ -84,9 +84,11 @@ TEST_CASE("Lua values become RESP replies as Redis converts them") {
   CHECK(run(e, h, "return redis.error_reply('x')") == "-ERR x");
   CHECK(run(e, h, "return redis.status_reply('S')") == "+S\r\n");
   CHECK(run(e, h, "return {double=1.5}") == "$3\r\n1.5\r\n");
-  // RESP3 clients: booleans and doubles keep their types.
-  CHECK(run(e, h, "return true", 3) == "#t\r\n");
-  CHECK(run(e, h, "return false", 3) == "#f\r\n");
+  // RESP3 clients: booleans follow the script's protocol (redis.setresp), doubles the client's.
+  CHECK(run(e, h, "return true", 3) == ":1\r\n");
+  CHECK(run(e, h, "return false", 3) == "_\r\n");
+  CHECK(run(e, h, "redis.setresp(3) return true", 3) == "#t\r\n");
+  CHECK(run(e, h, "redis.setresp(3) return false", 3) == "#f\r\n");
   CHECK(run(e, h, "return nil", 3) == "_\r\n");
   CHECK(run(e, h, "return {double=1.5}", 3) == ",1.5\r\n");
   CHECK(run(e, h, "return {map={a=1}}", 3) == "%1\r\n$1\r\na\r\n:1\r\n");
