@@ -315,7 +315,11 @@ ScriptOutcome ScriptRunner::execute(ScriptCall& call, bool own_locks) {
         break;
       }
     }  // the locks go: room is made with none held
-    server_.evictor().make_room(need, /*allocation_failed=*/true, tiering::now_ms());
+    if (!server_.evictor().make_room(need, /*allocation_failed=*/true, tiering::now_ms())) {
+      out.error = true;  // noeviction, or nothing evictable: as a command, -OOM
+      out.reply = std::string(err::kOom);
+      break;
+    }
   }
   leave(&running);
   finish();

@@ -334,6 +334,39 @@ def test_atomic_read_modify_write(server):
     assert sums and set(sums) == {1000}
 
 
+def test_script_needing_room(start_server):
+    """A script whose writes find the region full: under noeviction it answers -OOM and the
+    server keeps answering; under allkeys-lru its locks go, room is made with none held and it
+    runs again from the start, every write applied once."""
+    from resp_util import Simple
+    from test_room import fill_region
+    srv = start_server(memory__capacity="16mb", maxmemory="1gb", maxmemory_policy="noeviction")
+    c = srv.raw(timeout=20)
+    assert fill_region(c, srv) >= 8
+    script = ("redis.call('incrbyfloat', KEYS[1], '1.5') "
+              "return {redis.call('append', KEYS[2], 'abc'), redis.call('get', KEYS[1])}")
+    oom = c.call("EVAL", script, "2", "p", "q")
+    assert isinstance(oom, Err) and oom.startswith("OOM"), oom
+    assert c.call("PING") == Simple("PONG") and c.call("EXISTS", "p", "q") == 0
+    assert c.call("CONFIG", "SET", "maxmemory-policy", "allkeys-lru") == Simple("OK")
+    time.sleep(0.35)  # the evictor takes the policy at a cron tick
+    assert c.call("EVAL", script, "2", "p", "q") == [3, b"1.5"]
+    assert c.call("GET", "p") == b"1.5" and c.call("GET", "q") == b"abc"
+
+
+def test_script_loads_values_on_ssd_first(start_server, tmp_path):
+    """With the SSD tier, the values of a script's KEYS that are on SSD only are loaded before
+    it takes its locks: reads and writes of demoted keys inside a script."""
+    from test_ssd_tier import demoted, pattern, tier
+    keys = ["s:0", "s:1"]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys)
+    assert tier(r, "s:0") == "ssd" and tier(r, "s:1") == "ssd"
+    got = r.eval("return {redis.call('strlen', KEYS[1]), redis.call('getrange', KEYS[2], 0, 9), "
+                 "redis.call('append', KEYS[1], '+')}", 2, *keys)
+    assert got == [1 << 20, pattern("s:1", 1)[:10], (1 << 20) + 1]
+    assert r.get("s:0") == pattern("s:0", 0) + b"+"
+
+
 # ---- redis-py's Lock ------------------------------------------------------------------------
 
 def lock_story(srv):
