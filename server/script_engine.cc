@@ -5,11 +5,17 @@
 
 #include <lua.hpp>
 
+extern "C" {
+int luaopen_cjson(lua_State* L);  // Debian's lua-cjson (lua-cjson.h)
+int luaopen_bit(lua_State* L);    // Debian's lua-bitop (lua-bitop.h)
+}
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "resp/writer.h"
 #include "server/sha1.h"
@@ -795,6 +801,14 @@ void ScriptEngine::open() {
   open_lib(L, LUA_STRLIBNAME, luaopen_string);
   open_lib(L, LUA_MATHLIBNAME, luaopen_math);
   open_lib(L, LUA_DBLIBNAME, luaopen_debug);
+  // cjson and bit, as Redis bundles them (global tables whatever the build's defaults).
+  for (auto [name, fn] : {std::pair<const char*, lua_CFunction>{"cjson", luaopen_cjson},
+                          {"bit", luaopen_bit}}) {
+    lua_pushcfunction(L, fn);
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+    lua_setglobal(L, name);
+  }
   // luaRemoveUnsupportedFunctions.
   lua_pushnil(L);
   lua_setglobal(L, "loadfile");
@@ -860,7 +874,7 @@ void ScriptEngine::open() {
   guard(L, "rawset", guarded_rawset);
   guard(L, "setmetatable", guarded_setmetatable);
   guard(L, "getmetatable", guarded_getmetatable);
-  for (const char* lib : {"redis", "string", "table", "math", "coroutine"}) {
+  for (const char* lib : {"redis", "string", "table", "math", "coroutine", "cjson", "bit"}) {
     lua_pushstring(L, lib);
     lua_pushstring(L, lib);
     lua_rawget(L, LUA_GLOBALSINDEX);

@@ -5,8 +5,9 @@
 //
 // The environment, as Redis 7.0.15's (Debian's redis-server, which the tests compare with):
 //   - libraries: base (without print, loadfile, dofile, getfenv, setfenv, newproxy), table,
-//     string, math (random and randomseed are Redis's rand48); no os, io, package, debug.
-//     cjson, cmsgpack, struct and bit are not loaded (docs/scripting.md).
+//     string, math (random and randomseed are Redis's rand48), cjson and bit (Debian's
+//     lua-cjson and lua-bitop); no os, io, package, debug; cmsgpack and struct are not loaded
+//     (docs/scripting.md).
 //   - read-only globals: assigning a global or a field of a library table is "Attempt to
 //     modify a readonly table"; reading an undefined global is an error.
 //   - redis.call, redis.pcall, redis.error_reply, redis.status_reply, redis.sha1hex, redis.log

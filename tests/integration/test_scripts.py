@@ -66,6 +66,10 @@ CONVERSIONS = [
     ("return {type(redis), type(string), type(table), type(math), type(KEYS)}", 0),
     ("return string.format('%d-%s', 5, 'x')", 0),
     ("return table.concat({'a', 'b'}, ',')", 0),
+    ("return cjson.encode({1, 2, {a=1}, 'x', true, 1.5})", 0), ("return cjson.encode({})", 0),
+    ("return cjson.decode('[1,2,3]')[2]", 0),
+    ("return cjson.encode(cjson.decode('{\"a\":[1,2,null],\"b\":\"x\"}').a)", 0),
+    ("return cjson.decode('{bad')", 0), ("return {bit.band(12, 10), bit.bor(1, 2), bit.tohex(255)}", 0),
     ("return redis.LOG_WARNING", 0), ("return redis.REPL_ALL", 0),
     ("return redis.replicate_commands()", 0),
     # RESP -> Lua (redis.call's replies)
@@ -115,7 +119,7 @@ ERRORS = [
     ("return nosuchfunction()", 0),
     ("return undefinedvariable", 0),
     ("a = 5", 0), ("local function f() y = 1 end f()", 0), ("string.foo = 1", 0),
-    ("redis = nil", 0), ("KEYS = 1", 0), ("rawset(_G, 'z', 1)", 0),
+    ("redis = nil", 0), ("KEYS = 1", 0), ("cjson.x = 1", 0), ("rawset(_G, 'z', 1)", 0),
     ("setmetatable(_G, nil)", 0), ("return print", 0), ("return getfenv", 0),
     ("local t = nil return t.x", 0),
     ("return os.time()", 0),
@@ -286,7 +290,8 @@ MOVE = ("local a = tonumber(redis.call('get', KEYS[1])) local b = tonumber(redis
 
 def test_atomic_read_modify_write(server):
     """Scripts doing GET then SET from several clients lose no update, and a script moving a
-    unit between keys of two shards never shows a half-done move to a reader's MGET."""
+    unit between keys of two shards never shows a half-done move to another script reading
+    both."""
     a, b = "acct:a", other_shard_key("acct:a", "acct:b")
     c = server.client()
     c.set(a, 1000)
@@ -313,9 +318,11 @@ def test_atomic_read_modify_write(server):
     sums = []
 
     def reader():
+        # Both keys read atomically: by a read-only script (MGET reads key by key).
         cl = server.client()
         while not stop.is_set():
-            va, vb = cl.mget(a, b)
+            va, vb = cl.eval_ro("return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2])}",
+                                2, a, b)
             sums.append(int(va) + int(vb))
 
     threads = [threading.Thread(target=incr_worker) for _ in range(4)]
