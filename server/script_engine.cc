@@ -12,6 +12,7 @@ int luaopen_bit(lua_State* L);    // Debian's lua-bitop (lua-bitop.h)
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -70,6 +71,17 @@ int math_random(lua_State* L) {
 int math_randomseed(lua_State* L) {
   rand48_seed(luaL_checkint(L, 1));
   return 0;
+}
+
+// A Lua number truncated to an integer as Redis's `(long long)` cast does on x86-64, without
+// its undefined behaviour: NaN and values out of range give INT64_MIN (cvttsd2si's answer).
+int64_t to_integer(lua_Number d) {
+  if (!(d >= -0x1p63 && d < 0x1p63)) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+int to_int(lua_Number d) {
+  const int64_t v = to_integer(d);
+  return v >= INT32_MIN && v <= INT32_MAX ? static_cast<int>(v) : INT32_MIN;
 }
 
 // ---- errors as Redis's tables ----
@@ -278,7 +290,7 @@ void write_value(lua_State* L, resp::Writer& w, int script_resp) {
       }
       break;
     case LUA_TNUMBER:
-      w.integer(static_cast<long long>(lua_tonumber(L, -1)));
+      w.integer(to_integer(lua_tonumber(L, -1)));
       break;
     case LUA_TTABLE: {
       if (string_field(L, "err")) {
@@ -534,7 +546,7 @@ int LuaApi::log(lua_State* L) {
     push_error(L, "First argument must be a number (log level).");
     return raise_table(L);
   }
-  const int level = static_cast<int>(lua_tonumber(L, 1));
+  const int level = to_int(lua_tonumber(L, 1));
   if (level < 0 || level > 3) {
     push_error(L, "Invalid debug level.");
     return raise_table(L);
@@ -562,7 +574,7 @@ int LuaApi::setresp(lua_State* L) {
     push_error(L, "redis.setresp() requires one argument.");
     return raise_table(L);
   }
-  const int v = static_cast<int>(lua_tonumber(L, -1));
+  const int v = to_int(lua_tonumber(L, -1));
   if (v != 2 && v != 3) {
     push_error(L, "RESP version must be 2 or 3.");
     return raise_table(L);
@@ -578,7 +590,7 @@ int redis_set_repl(lua_State* L) {
     push_error(L, "redis.set_repl() requires one argument.");
     return raise_table(L);
   }
-  const int flags = static_cast<int>(lua_tonumber(L, -1));
+  const int flags = to_int(lua_tonumber(L, -1));
   if ((flags & ~3) != 0) {
     push_error(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
     return raise_table(L);
