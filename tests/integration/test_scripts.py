@@ -221,6 +221,12 @@ def test_read_only(same):
     same("GET", "k")
 
 
+def test_config_names(same):
+    """busy-reply-threshold and its old name lua-time-limit: Redis's names and default."""
+    same("CONFIG", "GET", "busy-reply-threshold")
+    same("CONFIG", "GET", "lua-time-limit")
+
+
 def test_inside_multi(same):
     for c in (("MULTI",), ("SET", "k", "1"),
               ("EVAL", "return redis.call('incr', KEYS[1])", "1", "k"),
