@@ -204,8 +204,15 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
   std::optional<NodeRecord> written;  // what the record in etcd holds under `lease`, if known
   while (!stop.stop_requested()) {
     try {
+      const Clock::time_point sent = Clock::now();
+      auto alive_until = [&](int64_t ttl) {
+        lease_deadline_.store((sent + std::chrono::seconds(ttl)).time_since_epoch().count(),
+                              std::memory_order_release);
+        if (options_.on_lease) options_.on_lease(sent + std::chrono::seconds(ttl));
+      };
       if (lease == 0) {
         const int64_t id = client_.lease_grant(options_.lease_ttl_s);
+        alive_until(options_.lease_ttl_s);
         {
           std::lock_guard lock(mu_);
           lease_id_ = lease = id;
@@ -218,6 +225,7 @@ void TopologyAgent::lease_loop(std::stop_token stop) {
         log("event=registered key=" + node_key_ + " lease=" + std::to_string(lease));
       } else {
         ttl_s = client_.lease_keepalive(lease);
+        if (ttl_s > 0) alive_until(std::min<int64_t>(ttl_s, options_.lease_ttl_s));
         if (ttl_s == 0) {
           log("event=lease_lost lease=" + std::to_string(lease) + " action=register_again");
           std::lock_guard lock(mu_);

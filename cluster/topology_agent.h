@@ -15,6 +15,7 @@
 // written again.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -48,6 +49,9 @@ struct AgentOptions {
   /// Where the last applied topology is kept (load_topology_file / save_topology_file); "" =
   /// no copy.
   std::string saved_path;
+  /// Called on the lease thread after each successful grant or renewal with lease_deadline()
+  /// (fencing follows it without polling); may be empty.
+  std::function<void(std::chrono::steady_clock::time_point deadline)> on_lease;
   /// Receives one line per event ("cluster-agent node=<id prefix> event=... error=..."; a
   /// repeated failure is logged every 30 s); default: stderr. Called from the agent's threads
   /// and from start() / stop().
@@ -99,6 +103,16 @@ class TopologyAgent {
   /// next renewal).
   void set_progress(uint64_t applied_version, uint64_t repl_offset);
 
+  /// Until when the registration lease is surely alive in etcd: the send time of the last
+  /// successful grant or renewal plus the TTL (etcd counts from its receipt, later), so past
+  /// it etcd may have expired the lease and another node may be promoted in this node's place:
+  /// what a primary fences itself by (docs/replication.md). time_point{} before the first
+  /// grant. Thread-safe (one atomic load).
+  std::chrono::steady_clock::time_point lease_deadline() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(lease_deadline_.load(std::memory_order_acquire)));
+  }
+
   /// "<prefix>/topology" and "<prefix>/nodes/<id>".
   const std::string& topology_key() const { return topology_key_; }
   const std::string& node_key() const { return node_key_; }
@@ -132,6 +146,7 @@ class TopologyAgent {
   const std::string topology_key_, node_key_;
   EtcdClient client_;
 
+  std::atomic<std::chrono::steady_clock::rep> lease_deadline_{0};
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
   std::shared_ptr<const Topology> current_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cluster/failover.h"
 #include "cluster/topology_agent.h"
 #include "cluster/topology_file.h"
 #include "server/config.h"
@@ -110,7 +111,40 @@ ClusterState::ClusterState(Config& config, SlotOwner& owner)
 ClusterState::~ClusterState() { stop(); }
 
 void ClusterState::stop() {
+  if (failover_) failover_->stop();
   if (agent_) agent_->stop();
+}
+
+uint64_t ClusterState::promotions() const { return failover_ ? failover_->promotions() : 0; }
+
+void ClusterState::update_fence() {
+  if (!fencing_.load()) owner_.set_fence_deadline(SlotOwner::kNoFence);
+  else if (lapsed_.load()) owner_.set_fence_deadline(SlotOwner::kFencedNow);
+  else owner_.set_fence_deadline(lease_deadline_.load());
+}
+
+void ClusterState::on_lease(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(fence_mu_);
+  const int64_t prev = lease_deadline_.exchange(deadline.time_since_epoch().count());
+  // The previous deadline had passed (or this is the first grant): another node may have been
+  // promoted meanwhile, so the fence stays until etcd's record confirms this node's role.
+  if (std::chrono::steady_clock::now().time_since_epoch().count() > prev && !lapsed_.exchange(true) &&
+      fencing_.load())
+    log::warning("cluster: the lease in etcd lapsed; writes stay refused until the topology "
+                 "confirms this node is still primary");
+  update_fence();
+}
+
+void ClusterState::confirm(std::shared_ptr<const cluster::Topology> topology) {
+  apply(topology);  // a newer version is served first (no effect otherwise)
+  const std::shared_ptr<const ClusterView> v = view();
+  std::lock_guard lock(fence_mu_);
+  if (!v || v->topology->version != topology->version) return;
+  if (v->i_am_primary && lapsed_.exchange(false)) {
+    log::notice("cluster: etcd confirms this node is primary (topology version " +
+                std::to_string(topology->version) + "); writes accepted");
+    update_fence();
+  }
 }
 
 ClusterState::EtcdLink ClusterState::etcd_link() const {
@@ -140,6 +174,8 @@ std::optional<std::string> ClusterState::start_etcd() {
   o.lease_ttl_s = static_cast<int>(config_.num(Key::kClusterEtcdLeaseTtl));
   o.saved_path = under_dir(config_.str(Key::kDir), config_.str(Key::kClusterSavedTopology));
   o.log = [](std::string_view line) { log::notice(line); };
+  o.on_lease = [this](std::chrono::steady_clock::time_point deadline) { on_lease(deadline); };
+  const cluster::EtcdOptions etcd_options = o.etcd;  // the failover agent's, below
   try {
     // Each topology the agent applies (the saved copy now, then etcd's newer versions on its
     // watch thread) is served at once; the node record then says which version it serves.
@@ -153,6 +189,23 @@ std::optional<std::string> ClusterState::start_etcd() {
   }
   source_ = "etcd";
   agent_->start();
+  // Failover: a replica takes its primary's place when the primary's lease is gone, and a
+  // fenced primary learns from etcd when it may write again (cluster/failover.h).
+  cluster::FailoverOptions f;
+  f.etcd = etcd_options;
+  f.prefix = config_.str(Key::kClusterEtcdPrefix);
+  f.my_id = self_.id;
+  f.current = [this] { return agent_->current(); };
+  f.repl_offset = [this] { return repl_offset_ ? repl_offset_() : 0; };
+  f.publish_offset = [this](uint64_t offset) {
+    const std::shared_ptr<const ClusterView> v = view();
+    agent_->set_progress(v ? v->topology->version : 0, offset);
+  };
+  f.wants_confirmation = [this] { return fencing_.load() && lapsed_.load(); };
+  f.confirm = [this](std::shared_ptr<const cluster::Topology> t) { confirm(std::move(t)); };
+  f.log = [](std::string_view line) { log::notice(line); };
+  failover_ = std::make_unique<cluster::FailoverAgent>(std::move(f));
+  failover_->start();
   return std::nullopt;
 }
 
@@ -251,6 +304,10 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
     const cluster::NodeAddress* primary =
         shard == nullptr || shard->primary.empty() ? nullptr : topology->node(shard->primary);
     if (shard != nullptr) view->slots_assigned += count;
+    // A replica holds its shard's keys: READONLY connections read them here.
+    owner_.set_replica_slots(f, l, shard != nullptr && view->my_shard >= 0 &&
+                                       shard_index == static_cast<uint16_t>(view->my_shard) &&
+                                       !view->i_am_primary);
     if (primary == nullptr) {
       owner_.unserve(f, l);
     } else {
@@ -263,6 +320,21 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
   view->ok = view->slots_ok == cluster::kSlots ||
              config_.num(Key::kClusterRequireFullCoverage) == 0;
   owner_.set_cluster_down(!view->ok);
+  // Fencing applies to a primary whose shard has replicas, in etcd mode (without replicas no
+  // node could take its place: it keeps writing through an etcd outage).
+  {
+    std::lock_guard lock(fence_mu_);
+    const bool fence = agent_ != nullptr && view->i_am_primary && view->my_shard >= 0 &&
+                       !topology->shards[static_cast<size_t>(view->my_shard)].replicas.empty();
+    fencing_.store(fence);
+    update_fence();
+  }
+  // Follow this node's role: a replica replicates from its shard's primary.
+  if (role_hook_ && view->my_shard >= 0) {
+    const cluster::Shard& mine = topology->shards[static_cast<size_t>(view->my_shard)];
+    if (view->i_am_primary) role_hook_(nullptr);
+    else if (const cluster::NodeAddress* p = topology->node(mine.primary)) role_hook_(p);
+  }
   view_.store(std::move(view));
   log::notice("cluster: serving topology version " + std::to_string(topology->version) + " (" +
               std::to_string(topology->shards.size()) + " shards, " +

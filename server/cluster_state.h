@@ -12,7 +12,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +24,7 @@
 
 namespace cluster {
 class TopologyAgent;
+class FailoverAgent;
 }
 
 namespace server {
@@ -74,6 +77,20 @@ class ClusterState {
   /// A topology that does not name this node leaves it serving no slot. Thread-safe.
   bool apply(std::shared_ptr<const cluster::Topology> topology);
 
+  /// What this node's role is in each topology it serves: called by apply() (under its lock,
+  /// in topology order) with the primary's address when this node is a replica of a shard,
+  /// or null when it is a shard's primary. Not called for a node in no shard. Set before
+  /// start().
+  void set_role_hook(std::function<void(const cluster::NodeAddress* primary)> hook) {
+    role_hook_ = std::move(hook);
+  }
+
+  /// This node's replication offset, for failover's rank (etcd mode). Set before start().
+  void set_repl_offset_hook(std::function<uint64_t()> hook) { repl_offset_ = std::move(hook); }
+
+  /// Failovers this node won (INFO cluster).
+  uint64_t promotions() const;
+
   /// The topology's source for INFO cluster: "etcd", "file" or "self".
   const char* source() const { return source_; }
 
@@ -101,6 +118,18 @@ class ClusterState {
   const bool enabled_;
   cluster::NodeAddress self_;
   const char* source_ = "self";
+  // Fencing (etcd mode; docs/replication.md): a primary of a shard with replicas refuses
+  // writes past its lease's deadline, and after a lapse (or at start) until a read of the
+  // record from etcd confirms it is still primary. Under fence_mu_ when changed.
+  void on_lease(std::chrono::steady_clock::time_point deadline);
+  void confirm(std::shared_ptr<const cluster::Topology> topology);
+  void update_fence();  // fence_mu_ held
+  std::mutex fence_mu_;
+  std::atomic<int64_t> lease_deadline_{1};  // steady clock ticks (1: none yet)
+  std::atomic<bool> fencing_{false}, lapsed_{true};
+  std::function<uint64_t()> repl_offset_;
+  std::unique_ptr<cluster::FailoverAgent> failover_;  // etcd mode
+  std::function<void(const cluster::NodeAddress* primary)> role_hook_;
   std::mutex apply_mu_;  // one apply() at a time (the view's swap itself is atomic)
   std::atomic<std::shared_ptr<const ClusterView>> view_;
   std::unique_ptr<cluster::TopologyAgent> agent_;  // etcd mode

@@ -141,6 +141,20 @@ const std::vector<Spec>& specs() {
       {Key::kClusterEtcdCertFile, "cluster.etcd.cert-file", Type::kString, "", false},
       {Key::kClusterEtcdKeyFile, "cluster.etcd.key-file", Type::kString, "", false},
       {Key::kClusterEtcdLeaseTtl, "cluster.etcd.lease-ttl", Type::kInt, "10", false, 1, 3600},
+      // Replication (docs/replication.md), Redis's names. replicaof: "host port" to follow at
+      // start ("" = a primary; at run time, the REPLICAOF command).
+      {Key::kReplicaOf, "replicaof", Type::kString, "", false},
+      {Key::kMasterAuth, "masterauth", Type::kString, "", true},
+      {Key::kMasterUser, "masteruser", Type::kString, "", true},
+      // Redis's 1mb default holds no 32 MiB value: 128mb keeps a few seconds of a KV-cache
+      // write stream (several 32 MiB chunks), and it pins at most that much memory in
+      // overwritten values (docs/replication.md, "The backlog").
+      {Key::kReplBacklogSize, "repl-backlog-size", Type::kSize, "128mb", true, 16 * 1024},
+      {Key::kReplTimeout, "repl-timeout", Type::kInt, "60", true, 1, INT32_MAX / 1000},
+      {Key::kReplPingReplicaPeriod, "repl-ping-replica-period", Type::kInt, "10", true, 1,
+       INT32_MAX / 1000},
+      {Key::kReplicaReadOnly, "replica-read-only", Type::kBool, "yes", true},
+      {Key::kReplicaIgnoreMaxmemory, "replica-ignore-maxmemory", Type::kBool, "yes", true},
   };
   return table;
 }

@@ -88,6 +88,14 @@ enum class Key {
   kClusterEtcdCertFile,
   kClusterEtcdKeyFile,
   kClusterEtcdLeaseTtl,
+  kReplicaOf,
+  kMasterAuth,
+  kMasterUser,
+  kReplBacklogSize,
+  kReplTimeout,
+  kReplPingReplicaPeriod,
+  kReplicaReadOnly,
+  kReplicaIgnoreMaxmemory,
   kCount,
 };
 

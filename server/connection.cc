@@ -8,6 +8,7 @@
 
 #include "server/commands/family.h"
 #include "server/log.h"
+#include "server/replication.h"
 #include "server/server.h"
 #include "tiering/key_lock.h"
 #include "tiering/value.h"
@@ -132,6 +133,7 @@ void Connection::close() {
     asio::error_code ec;
     self->socket_.shutdown(Socket::shutdown_both, ec);
     self->socket_.close(ec);
+    if (self->wait_timer_) self->wait_timer_->cancel();
   });
 }
 
@@ -208,6 +210,34 @@ void Connection::account(size_t now, std::atomic<size_t>& counted,
   counted.store(now, std::memory_order_relaxed);
 }
 
+asio::awaitable<void> Connection::finish_wait() {
+  const PendingWait w = *wait_;
+  wait_.reset();
+  Replication& repl = server_.replication();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(w.timeout_ms);
+  wait_timer_ = std::make_shared<asio::steady_timer>(worker_.io);
+  // An ACK that satisfies the wait cancels the timer, on this connection's thread.
+  const uint64_t id = repl.wait_for(w.offset, w.needed, [t = wait_timer_, ex = worker_.io.get_executor()] {
+    asio::post(ex, [t] { t->cancel(); });
+  });
+  // Woken each second to notice a client gone (WAIT 0 waits without limit).
+  while (!closed_.load(std::memory_order_relaxed) && repl.acked(w.offset) < w.needed) {
+    auto step = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    if (w.timeout_ms > 0) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      step = std::min(step, deadline);
+    }
+    wait_timer_->expires_at(step);
+    auto [ec] = co_await wait_timer_->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    char c;
+    if (::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) closed_ = true;
+    if (ec && repl.acked(w.offset) >= w.needed) break;
+  }
+  repl.cancel_wait(id);
+  wait_timer_.reset();
+  writer_.integer(repl.acked(w.offset));
+}
+
 asio::awaitable<void> Connection::run() {
   Config& config = server_.config();
   size_t pos = 0, have = 0;
@@ -238,8 +268,9 @@ asio::awaitable<void> Connection::run() {
         } else {
           co_await process_tiered(req, batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
         }
+        if (wait_) co_await finish_wait();
         if (closed_.load(std::memory_order_relaxed)) break;
-        if (close_after_reply_) break;
+        if (close_after_reply_ || handoff_) break;
         if (writer_.pending_bytes() >= kFlushThreshold && !co_await flush()) closed_ = true;
       } else if (st == resp::Parser::Status::kError) {
         writer_.error(parser_.error());
@@ -264,7 +295,7 @@ asio::awaitable<void> Connection::run() {
     // 3. Write the batch's replies, then free the last request's buffers now rather than at
     // the next read (a staged bulk is a whole value's size).
     if (!writer_.empty() && !co_await flush()) break;
-    if (protocol_error || close_after_reply_) break;
+    if (protocol_error || close_after_reply_ || handoff_) break;
     parser_.release_request();
 
     // 4. Read more: into the large bulk's own buffer when inside one, else the read buffer.
@@ -285,6 +316,12 @@ asio::awaitable<void> Connection::run() {
     last_ms_.store(batch_ms, std::memory_order_relaxed);
   }
 
+  // PSYNC: the reply written, the socket belongs to the replica's feed from now on.
+  if (handoff_ && !closed_.load() && co_await flush()) {
+    asio::error_code ec;
+    const int fd = socket_.release(ec);
+    if (!ec) handoff_(fd);
+  }
   // Closed: end this client's leases, release what the partial request held, and leave the
   // registry.
   const int64_t now = tiering::now_ms();

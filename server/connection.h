@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -82,6 +83,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void defer_script(ScriptCall call) { script_call_.emplace(std::move(call)); }
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
+  /// READONLY (cluster mode): reads of the slots this node holds as a replica are served
+  /// here instead of redirected to the primary; READWRITE ends it.
+  bool readonly_reads = false;
+  /// REPLCONF listening-port: the port a replica on this connection announced (0: none).
+  uint16_t replica_listening_port = 0;
+  /// REPLCONF capa stratakv: the replica reads stratakv's frames (PSYNC requires it).
+  bool replica_capa_stratakv = false;
+  /// PSYNC: once this request's reply is written, the socket goes to `fn` (a replica's feed,
+  /// which owns it from then on) and this connection ends without closing it.
+  void hand_off_after_reply(std::function<void(int fd)> fn) { handoff_ = std::move(fn); }
+  /// WAIT: after this request, the connection waits (its coroutine, not the thread) until
+  /// `needed` replicas acknowledged `offset` or `timeout_ms` passed (0: no limit), then
+  /// replies the number that did. Later requests wait behind it, as in Redis.
+  void suspend_for_wait(uint64_t offset, int needed, int64_t timeout_ms) {
+    wait_ = PendingWait{offset, needed, timeout_ms};
+  }
   /// RESP protocol version of replies (2 or 3).
   int protocol() const { return writer_.protocol(); }
   void set_protocol(int v) {
@@ -116,6 +133,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // policy; false: reply -OOM. call: stage 6, the handler, run again after making room when it
   // throws tiering::NeedRoom. record: stage 8.
   void take_bulk_redirect(PreparedCommand& cmd);
+  void replica_read(PreparedCommand& cmd);
   // The transaction queueing stage (exec.cc): inside MULTI, a command other than EXEC, DISCARD,
   // MULTI, WATCH, QUIT or RESET is checked (a refused one flags the transaction), then queued
   // with +QUEUED instead of run. True when it took the request.
@@ -147,6 +165,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void record_call(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
                    int64_t now_ms);
   asio::awaitable<void> run();
+  // WAIT's suspension (suspend_for_wait); replies the count.
+  asio::awaitable<void> finish_wait();
   asio::awaitable<bool> flush();
   /// Reads what the socket has into `buf` (at least one byte, or an error). On the Unix socket
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
@@ -188,6 +208,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int64_t> last_ms_;
   std::atomic<int> resp_{2};
   std::atomic<bool> closed_{false};
+  struct PendingWait {
+    uint64_t offset;
+    int needed;
+    int64_t timeout_ms;
+  };
+  std::optional<PendingWait> wait_;
+  std::shared_ptr<asio::steady_timer> wait_timer_;  // while WAIT waits (close() cancels it)
+  std::function<void(int fd)> handoff_;
   bool close_after_reply_ = false;
   // When the previous command ended (or the batch began): each command's duration for the
   // slowlog is measured from here, so it costs one clock read per command.

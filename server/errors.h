@@ -144,6 +144,26 @@ inline constexpr std::string_view kLcsTooBig =
     "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len";
 
 // ---- transactions (multi.c) ----
+// replication.c and server.c: a write on a read-only replica, REPLICAOF in cluster mode,
+// WAIT's timeout, PSYNC from a replica without the frames of this server.
+inline constexpr std::string_view kReadOnlyReplica =
+    "READONLY You can't write against a read only replica.";
+inline constexpr std::string_view kReplicaOfCluster = "ERR REPLICAOF not allowed in cluster mode.";
+inline constexpr std::string_view kTimeoutNegative = "ERR timeout is negative";
+inline constexpr std::string_view kWaitInReplica =
+    "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
+    "replica is configured to be writable (which is not the default) writes to replicas are just "
+    "local and are not propagated.";
+inline constexpr std::string_view kPsyncNotStratakv =
+    "ERR PSYNC: this primary streams stratakv frames, not an RDB; replicas must be stratakv "
+    "nodes (REPLCONF capa stratakv)";
+// stratakv's fencing (docs/replication.md): a primary whose lease in etcd may have expired.
+// CLUSTERDOWN, so that cluster clients refresh their slot map and retry.
+inline constexpr std::string_view kFenced =
+    "CLUSTERDOWN This primary's lease in etcd lapsed: writes are refused until etcd confirms "
+    "it is still primary (fencing)";
+inline constexpr std::string_view kAlreadyConnected = "OK Already connected to specified master";
+
 inline constexpr std::string_view kMultiNested = "ERR MULTI calls can not be nested";
 inline constexpr std::string_view kExecWithoutMulti = "ERR EXEC without MULTI";
 inline constexpr std::string_view kDiscardWithoutMulti = "ERR DISCARD without MULTI";

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "server/config.h"
+#include "server/replication.h"
 #include "server/server.h"
 #include "server/version.h"
 #include "tiering/allocator.h"
@@ -223,14 +224,7 @@ void section_stats(Server& srv, int64_t, std::string* s) {
 }
 
 void section_replication(Server& srv, int64_t, std::string* s) {
-  field(s, "role", "master");
-  field(s, "connected_slaves", 0);
-  field(s, "master_failover_state", "no-failover");
-  field(s, "master_replid", srv.run_id());
-  field(s, "master_replid2", std::string(40, '0'));
-  field(s, "master_repl_offset", 0);
-  field(s, "second_repl_offset", -1);
-  field(s, "repl_backlog_active", 0);
+  srv.replication().info(s);
 }
 
 std::string seconds(const timeval& tv) {
@@ -268,6 +262,9 @@ void section_cluster(Server& srv, int64_t, std::string* s) {
   field(s, "cluster_etcd_last_contact_ms", link.last_contact_ms);
   field(s, "cluster_etcd_lease_renewed_ms", link.lease_renewed_ms);
   field(s, "cluster_saved_topology_age_s", link.saved_age_s);
+  // Fencing and failover (docs/replication.md).
+  field(s, "cluster_fenced", srv.slot_owner().fenced() ? 1 : 0);
+  field(s, "cluster_failover_promotions", cluster.promotions());
   std::string error = link.last_error;  // one line
   for (char& c : error)
     if (c == '\r' || c == '\n') c = ' ';

@@ -9,6 +9,7 @@
 #include "cluster/slot.h"
 #include "server/connection.h"
 #include "server/errors.h"
+#include "server/replication.h"
 #include "server/server.h"
 #include "tiering/need_room.h"
 
@@ -105,8 +106,21 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
     // Only this node's keys are left for the SSD tier's stages (no load of another node's key).
     std::erase_if(out.keys, [&](size_t i) { return !owner.owns(cluster::key_slot(args[i])); });
   }
+  // A replica refuses writes from clients (replica-read-only; server.c processCommand checks
+  // it after the cluster redirection: a replica in cluster mode redirects writes first).
+  // Replication applies its primary's changes through the keyspace, not through here.
+  // Fencing (docs/replication.md): a primary whose lease in etcd may have expired refuses
+  // writes, so that it never accepts one after a replica could have taken its place.
+  const bool write = (spec->flags & kWrite) != 0;
+  const Verdict after_slots =
+      !write                                   ? Verdict::kRun
+      : owner.fenced()                         ? Verdict::kFenced
+      : server.replication().is_replica() &&
+              server.config().num(Key::kReplicaReadOnly) != 0
+          ? Verdict::kReadOnlyReplica
+          : Verdict::kRun;
   if (!slot_stage) {
-    out.verdict = Verdict::kRun;
+    out.verdict = after_slots;
     return;
   }
   for (size_t i : out.keys) out.slots.push_back(cluster::key_slot(args[i]));
@@ -137,7 +151,7 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
       return;
     }
   }
-  out.verdict = Verdict::kRun;
+  out.verdict = after_slots;
 }
 
 void prepare(Server& server, const resp::Request& req, bool authenticated,
@@ -186,10 +200,22 @@ void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view>
       return out.error(err::kClusterDownUnbound);
     case Verdict::kClusterDownState:
       return out.error(err::kClusterDownState);
+    case Verdict::kReadOnlyReplica:
+      return out.error(err::kReadOnlyReplica);
+    case Verdict::kFenced:
+      return out.error(err::kFenced);
   }
 }
 
 // ---- Connection: the stages after prepare() ----
+
+// Stage 3 on a READONLY connection (cluster.c getNodeByQuery): a read-only command whose slot
+// this node holds as a replica is served here rather than redirected to the primary.
+void Connection::replica_read(PreparedCommand& cmd) {
+  if (cmd.verdict == Verdict::kMoved && (cmd.spec->flags & kReadonly) != 0 &&
+      server_.slot_owner().holds_as_replica(cmd.moved_slot))
+    cmd.verdict = Verdict::kRun;
+}
 //
 // The helpers of the stages first (inlined: a request's stages cost no call each), then
 // process() and process_tiered(), which run them in order.
@@ -347,6 +373,7 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   // 1-3. Lookup and arity, auth, slot ownership.
   prepare_inline(server_, req, authenticated, cmd);
   take_bulk_redirect(cmd);
+  if (readonly_reads) replica_read(cmd);
   // 3b. Transaction queueing: inside MULTI the command is queued, not run.
   if (txn.active() && queue_stage(req, cmd, now_ms)) return;
   if (!cmd.runs()) {
@@ -372,6 +399,7 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
   // 1-3. Lookup and arity, auth, slot ownership: refused requests load nothing.
   prepare_inline(server_, req, authenticated, cmd);
   take_bulk_redirect(cmd);
+  if (readonly_reads) replica_read(cmd);
   // 3b. Transaction queueing: inside MULTI the command is queued, not run (nothing loaded).
   if (txn.active() && queue_stage(req, cmd, now_ms)) co_return;
   Outcome outcome = Outcome::kRejected;

@@ -54,6 +54,8 @@ struct PreparedCommand {
     kCrossSlot,          ///< CROSSSLOT Keys in request don't hash to the same slot
     kClusterDownUnbound, ///< CLUSTERDOWN Hash slot not served (cluster mode)
     kClusterDownState,   ///< CLUSTERDOWN The cluster is down (cluster mode)
+    kReadOnlyReplica,    ///< READONLY You can't write against a read only replica.
+    kFenced,             ///< CLUSTERDOWN ... fenced: a primary whose lease may have expired
   };
 
   Verdict verdict = Verdict::kUnknownCommand;

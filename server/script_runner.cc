@@ -107,6 +107,14 @@ class RunHost : public ScriptHost {
     const bool writes = (spec->flags & kWrite) != 0;
     if (writes && (call_.read_only || call_.flags.no_writes))
       return refuse(error, err::kScriptWriteReadOnly);
+    // Before its first write (script.c scriptVerifyWriteCommandAllow): a read-only replica,
+    // and stratakv's fencing, refuse a script's writes as they refuse a client's.
+    if (writes && !running_.wrote.load(std::memory_order_relaxed)) {
+      if (server_.slot_owner().fenced()) return refuse(error, "-" + std::string(err::kFenced));
+      if (server_.replication().is_replica() &&
+          server_.config().num(Key::kReplicaReadOnly) != 0)
+        return refuse(error, "-" + std::string(err::kReadOnlyReplica));
+    }
     if ((spec->flags & kDenyOom) && call_.pre_oom && !call_.flags.allow_oom &&
         !running_.wrote.load(std::memory_order_relaxed))
       return refuse(error, "-" + std::string(err::kOom));

@@ -11,6 +11,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
+#include "server/replication.h"
 
 namespace server {
 
@@ -60,6 +61,13 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       run_id_(random_hex(40)),
       scripts_(*this) {
   cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
+  replication_ = std::make_unique<Replication>(*this);
+  // In cluster mode the topology says whom this node replicates (docs/replication.md).
+  cluster_->set_repl_offset_hook([this] { return replication_->applied_offset(); });
+  cluster_->set_role_hook([this](const cluster::NodeAddress* primary) {
+    if (primary == nullptr) replication_->promote();
+    else replication_->follow(primary->host, primary->port);
+  });
   keyspace_.add_observer(&watches_);
   register_all_commands(commands_);
   if (more_commands != nullptr) more_commands(commands_);
@@ -201,6 +209,10 @@ void Server::sync_eviction_options() {
   o.policy = tiering::parse_eviction_policy(config_.choice(Key::kMaxMemoryPolicy))
                  .value_or(tiering::EvictionPolicy::kNoEviction);
   o.maxmemory = memory_limit();
+  // A replica keeps what its primary keeps (replica-ignore-maxmemory, Redis's default): only
+  // its region bounds it (docs/replication.md, "Memory on a replica").
+  if (replication_ && replication_->is_replica() && config_.num(Key::kReplicaIgnoreMaxmemory))
+    o.maxmemory = static_cast<uint64_t>(config_.num(Key::kMemoryCapacity));
   o.high_watermark = config_.fraction(Key::kEvictionHighWatermark);
   o.low_watermark = std::min(config_.fraction(Key::kEvictionLowWatermark), o.high_watermark);
   o.lfu_decay_minutes = static_cast<int>(config_.num(Key::kLfuDecayTime));
@@ -255,6 +267,7 @@ void Server::cron() {
     keyspace_.active_expire(now, 200);
     // Finish resizes of idle shards' tables (busy ones advance on every access).
     keyspace_.rehash_step(100);
+    replication_->cron(now);
     refresh_memory();
     sync_eviction_options();
     if (ssd_ != nullptr)
@@ -290,7 +303,9 @@ void Server::run() {
   stats_.used_memory_startup.store(refresh_memory().used(), std::memory_order_relaxed);
   cron();
   evictor_.start();
+  replication_->start();
   main_io_.run();
+  replication_->stop();
   evictor_.stop();
   // Stopping: close every client, let the workers finish, join them.
   clients_.for_each([](Connection& c) { c.close(); });

@@ -86,6 +86,8 @@ struct ServerStats {
   std::atomic<uint64_t> kv_get_bytes{0};          ///< bytes copied out by KV.GET/KV.MGET
 };
 
+class Replication;
+
 class Server {
  public:
   /// `more_commands`, when set, registers further commands after the command families (an
@@ -116,6 +118,8 @@ class Server {
   /// This node's identity and topology in cluster mode (cluster-enabled). Thread-safe.
   ClusterState& cluster() { return *cluster_; }
   ServerStats& stats() { return stats_; }
+  /// Replication: this node's role, its backlog and feeds, or its link to its primary.
+  Replication& replication() { return *replication_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
   /// Whether memory is made by demotion now: the SSD tier is on and takes demotions, and the
@@ -236,6 +240,7 @@ class Server {
   Slowlog slowlog_;
   SlotOwner slot_owner_;
   std::unique_ptr<ClusterState> cluster_;  // after slot_owner_, which it assigns
+  std::unique_ptr<Replication> replication_;  // after the keyspace it feeds and applies to
   ServerStats stats_;
 
   std::vector<std::unique_ptr<Worker>> workers_;

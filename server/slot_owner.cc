@@ -6,6 +6,16 @@ namespace server {
 
 SlotOwner::SlotOwner() : owner_(cluster::kSlots, 0) {
   for (auto& word : foreign_) word.store(0, std::memory_order_relaxed);
+  for (auto& word : replica_) word.store(0, std::memory_order_relaxed);
+}
+
+void SlotOwner::set_replica_slots(uint16_t first, uint16_t last, bool held) {
+  std::lock_guard lock(mu_);
+  for (uint32_t s = first; s <= last; ++s) {
+    const uint64_t bit = uint64_t{1} << (s & 63);
+    if (held) replica_[s >> 6].fetch_or(bit, std::memory_order_relaxed);
+    else replica_[s >> 6].fetch_and(~bit, std::memory_order_relaxed);
+  }
 }
 
 std::string SlotOwner::address(uint16_t slot) const {

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -44,6 +45,30 @@ class SlotOwner {
   /// them): their keys get -CLUSTERDOWN Hash slot not served. Same requirements as assign().
   void unserve(uint16_t first, uint16_t last);
 
+  /// Cluster mode, on a replica: whether this node holds `slot`'s keys as a replica of the
+  /// shard serving it, so a READONLY connection's reads of it are served here (Redis Cluster's
+  /// READONLY). Lock-free: one relaxed load. Thread-safe.
+  bool holds_as_replica(uint16_t slot) const {
+    return ((replica_[slot >> 6].load(std::memory_order_relaxed) >> (slot & 63)) & 1) != 0;
+  }
+  /// Slots [first, last] are (or are not) held by this node as a replica. Thread-safe.
+  void set_replica_slots(uint16_t first, uint16_t last, bool held);
+
+  /// Fencing (docs/replication.md): whether this node, a primary whose lease in etcd may have
+  /// expired, must refuse writes. One relaxed load when no deadline is set; else a steady
+  /// clock read. Thread-safe.
+  bool fenced() const {
+    const int64_t d = fence_deadline_.load(std::memory_order_acquire);
+    return d != kNoFence && std::chrono::steady_clock::now().time_since_epoch().count() > d;
+  }
+  /// Writes are refused after `deadline` (steady clock ticks; kFencedNow: at once), or never
+  /// (kNoFence). Thread-safe.
+  void set_fence_deadline(int64_t deadline) {
+    fence_deadline_.store(deadline, std::memory_order_release);
+  }
+  static constexpr int64_t kNoFence = 0;
+  static constexpr int64_t kFencedNow = 1;
+
   /// Cluster mode: whether the cluster is down as a whole (Redis's cluster_state:fail, with
   /// cluster-require-full-coverage and a slot served by nobody): every command with keys gets
   /// -CLUSTERDOWN The cluster is down. Thread-safe.
@@ -67,8 +92,11 @@ class SlotOwner {
   // Bit s set: slot s is served by another node.
   std::array<std::atomic<uint64_t>, cluster::kSlots / 64> foreign_;
   std::atomic<uint32_t> foreign_count_{0};
+  // Bit s set: this node holds slot s as a replica (holds_as_replica).
+  std::array<std::atomic<uint64_t>, cluster::kSlots / 64> replica_;
   std::atomic<bool> cluster_enabled_{false};
   std::atomic<bool> cluster_down_{false};
+  std::atomic<int64_t> fence_deadline_{kNoFence};
   mutable std::mutex mu_;
   // per slot: 1 + index into addresses_, 0 = this node, kUnserved = no node
   std::vector<uint16_t> owner_;

@@ -56,6 +56,8 @@ class KeyLock {
 
   /// For a write: no hit/miss count, no access stats.
   const Item* find(std::string_view key) { return shard(key).find(key, now_); }
+  /// Whatever its deadline, removing nothing (a replica applying its primary's changes).
+  const Item* find_any(std::string_view key) { return shard(key).find_any(key); }
   /// A read by a command: counts a hit or miss and refreshes access stats (LRU/LFU).
   const Item* lookup(std::string_view key) { return shard(key).lookup(key, now_); }
   /// A read that counts a hit or miss and leaves access stats alone (LOOKUP_NOTOUCH).

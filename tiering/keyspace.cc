@@ -77,7 +77,7 @@ Shard::Item* Shard::find(std::string_view key, int64_t now) {
   Item* item = map_.find(key);
   if (item == nullptr) return nullptr;
   if (item->second.expire_ms != 0 && item->second.expire_ms <= now) {
-    expire_item(item);
+    if (!passive_expiry_) expire_item(item);
     return nullptr;
   }
   return item;
@@ -268,6 +268,7 @@ bool Shard::erase(std::string_view key, int64_t now) {
 
 size_t Shard::expire_due(int64_t now, size_t budget) {
   size_t removed = 0;
+  if (passive_expiry_) return 0;
   while (removed < budget && !expiry_.empty() && expiry_.begin()->first <= now) {
     expire_item(expiry_.begin()->second);
     ++removed;
@@ -399,6 +400,13 @@ void Keyspace::flush(bool async) {
   for (KeyspaceObserver* o : observers_) o->on_flush();
   unlock_all();
   if (async) std::thread([tables = std::move(old)]() mutable { tables.clear(); }).detach();
+}
+
+void Keyspace::set_passive_expiry(bool passive) {
+  lock_all();
+  passive_expiry_ = passive;
+  for (auto& s : shards_) s->passive_expiry_ = passive;
+  unlock_all();
 }
 
 size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {

@@ -175,6 +175,9 @@ class Shard {
   /// cause kExpiry) and reads as missing. Does not touch access stats or hit/miss counters; see
   /// lookup() for reads.
   Item* find(std::string_view key, int64_t now);
+  /// Looks `key` up whatever its deadline, removing nothing (a replica applying its primary's
+  /// change to a key past its deadline: the primary's DELETE of it is on its way).
+  Item* find_any(std::string_view key) { return map_.find(key); }
   /// find() for a read by a command: counts a hit or miss and refreshes access stats.
   Item* lookup(std::string_view key, int64_t now);
   /// find() for a read that counts a hit or miss but leaves access stats alone (Redis's
@@ -302,6 +305,7 @@ class Shard {
   size_t index_ = 0;
   size_t slot_stride_ = 1;  // the shard count: this shard's slots are index_ + k * stride
   uint64_t seq_ = 0;
+  bool passive_expiry_ = false;  // Keyspace::set_passive_expiry
   SlotFn slot_fn_ = &hash_slot;
   std::unique_ptr<SlotKeys[]> own_slots_;  // a shard of its own: its slot lists
   SlotKeys* slots_ = nullptr;  // indexed by slot (only this shard's are used)
@@ -355,6 +359,12 @@ class Keyspace {
   /// Removes every key (every shard locked at once, so it is atomic; observers' on_flush()).
   /// With `async`, the old tables are freed on a background thread.
   void flush(bool async);
+  /// A replica's keyspace (Redis's replicas since 3.2): a key past its deadline reads as
+  /// missing but is not removed, and the active cycle removes nothing; the primary's DELETE
+  /// removes it, so a replica never differs from its primary by expiring on its own clock.
+  /// Locks every shard.
+  void set_passive_expiry(bool passive);
+  bool passive_expiry() const { return passive_expiry_; }
   /// One active expiry pass: at most `budget_per_shard` keys per shard. Returns keys removed.
   size_t active_expire(int64_t now, size_t budget_per_shard);
 
@@ -403,6 +413,7 @@ class Keyspace {
   std::vector<SlotKeys> slots_;
   std::vector<KeyspaceObserver*> observers_;
   SlotFn slot_fn_;
+  bool passive_expiry_ = false;
   size_t mask_;
   unsigned shard_bits_;  // log2 of the shard count
 };

@@ -16,6 +16,7 @@
 #include "server/arg_parser.h"
 #include "server/cluster_state.h"
 #include "server/commands/family.h"
+#include "server/connection.h"
 #include "server/errors.h"
 #include "server/server.h"
 
@@ -285,6 +286,18 @@ void cmd_cluster_ok(CommandContext& ctx) {
   ctx.out.ok();
 }
 
+// READONLY / READWRITE: whether this connection reads a replica's slots here.
+void cmd_readonly(CommandContext& ctx) {
+  if (!ctx.server.cluster().enabled()) return ctx.out.error(err::kClusterDisabled);
+  ctx.conn.readonly_reads = true;
+  ctx.out.ok();
+}
+void cmd_readwrite(CommandContext& ctx) {
+  if (!ctx.server.cluster().enabled()) return ctx.out.error(err::kClusterDisabled);
+  ctx.conn.readonly_reads = false;
+  ctx.out.ok();
+}
+
 }  // namespace
 
 void register_cluster_family(CommandTable& t) {
@@ -333,9 +346,9 @@ void register_cluster_family(CommandTable& t) {
   b.add(std::move(c));
   b.add("asking", 1, kFast, kNoKeys, cmd_cluster_ok,
         {"Sent by cluster clients after an -ASK redirect", "3.0.0"});
-  b.add("readonly", 1, kFast | kLoading | kStale, kNoKeys, cmd_cluster_ok,
+  b.add("readonly", 1, kFast | kLoading | kStale, kNoKeys, cmd_readonly,
         {"Enables read queries for a connection to a Redis Cluster replica node", "3.0.0"});
-  b.add("readwrite", 1, kFast | kLoading | kStale, kNoKeys, cmd_cluster_ok,
+  b.add("readwrite", 1, kFast | kLoading | kStale, kNoKeys, cmd_readwrite,
         {"Disables read queries for a connection to a Redis Cluster replica node", "3.0.0"});
 }
 

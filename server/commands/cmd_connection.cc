@@ -9,6 +9,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/commands/family.h"
+#include "server/replication.h"
 #include "server/server.h"
 #include "server/version.h"
 
@@ -91,7 +92,7 @@ void cmd_hello(CommandContext& ctx) {
   out.bulk("mode");
   out.bulk(ctx.server.cluster().enabled() ? "cluster" : "standalone");
   out.bulk("role");
-  out.bulk("master");
+  out.bulk(ctx.server.replication().is_replica() ? "replica" : "master");
   out.bulk("modules");
   out.array(0);
 }
@@ -192,7 +193,7 @@ void cmd_client_setinfo(CommandContext& ctx) {
 void cmd_client_kill(CommandContext& ctx) {
   bool legacy = ctx.args.size() == 3;
   std::optional<uint64_t> id;
-  std::string_view addr = legacy ? ctx.args[2] : std::string_view(), laddr;
+  std::string_view addr = legacy ? ctx.args[2] : std::string_view(), laddr, type;
   bool skipme = true;
   if (!legacy) {
     ArgParser p(ctx.args, 2);
@@ -210,14 +211,26 @@ void cmd_client_kill(CommandContext& ctx) {
         if (iequals(v, "yes")) skipme = true;
         else if (iequals(v, "no")) skipme = false;
         else p.fail(err::kSyntax);
-      } else if (p.eat("TYPE") || p.eat("USER")) {
-        p.next();  // every client is a normal client of the default user
+      } else if (p.eat("TYPE")) {
+        type = p.next();
+        if (!iequals(type, "normal") && !iequals(type, "master") && !iequals(type, "replica") &&
+            !iequals(type, "slave") && !iequals(type, "pubsub"))
+          p.fail("ERR Unknown client type '" + std::string(type) + "'");
+      } else if (p.eat("USER")) {
+        p.next();  // every client is a client of the default user
       } else {
         p.fail(err::kSyntax);
       }
     }
     if (!p.ok()) return ctx.out.error(p.error());
   }
+  // The replication links are clients of type master (this node's link to its primary) and
+  // replica (the feeds of its replicas), as in Redis; the registry holds the normal ones.
+  if (iequals(type, "master"))
+    return ctx.out.integer(ctx.server.replication().drop_primary_link() ? 1 : 0);
+  if (iequals(type, "replica") || iequals(type, "slave"))
+    return ctx.out.integer(ctx.server.replication().drop_replicas());
+  if (iequals(type, "pubsub")) return ctx.out.integer(0);
   int64_t killed = 0;
   ctx.server.clients().for_each([&](Connection& c) {
     if (id && c.id() != *id) return;

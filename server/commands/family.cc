@@ -24,6 +24,7 @@ void register_all_commands(CommandTable& table) {
   register_cluster_family(table);
   register_transaction_family(table);
   register_bit_family(table);
+  register_replication_family(table);
   register_lcs_command(table);
   register_script_family(table);
 }

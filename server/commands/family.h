@@ -75,6 +75,8 @@ void register_transaction_family(CommandTable& table);
 void register_bit_family(CommandTable& table);
 /// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (cmd_script.cc).
 void register_script_family(CommandTable& table);
+/// REPLICAOF, SLAVEOF, ROLE, WAIT, REPLCONF, PSYNC (cmd_replication.cc).
+void register_replication_family(CommandTable& table);
 /// LCS (cmd_lcs.cc), in the string group.
 void register_lcs_command(CommandTable& table);
 

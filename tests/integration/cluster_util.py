@@ -25,16 +25,18 @@ def split_evenly(n):
 
 
 class StaticCluster:
-    """`n` primaries over a topology file; `config` goes to every node."""
+    """`n` shards over a topology file, each a primary and `replicas` replicas; `config` goes to
+    every node. Nodes 0..n-1 are the primaries, then shard 0's replicas, shard 1's ..."""
 
-    def __init__(self, n, version=1, **config):
+    def __init__(self, n, version=1, replicas=0, **config):
         self.nodes = []
-        self.ids = [new_id() for _ in range(n)]
+        total = n * (1 + replicas)
+        self.ids = [new_id() for _ in range(total)]
         self.shard_ids = [new_id() for _ in range(n)]
-        self.ports = [free_port() for _ in range(n)]
+        self.ports = [free_port() for _ in range(total)]
         self.sockets = []
         self.path = str(tmp_root() / ("topology-%s.json" % secrets.token_hex(4)))
-        for i in range(n):
+        for i in range(total):
             srv = Server(cluster_enabled="yes", cluster__topology_file=self.path,
                          port=self.ports[i], **config)
             (srv.workdir / "nodes.conf").write_text("id %s\n" % self.ids[i])
@@ -46,9 +48,10 @@ class StaticCluster:
             "format": 1, "version": version, "name": "test",
             "nodes": [{"id": self.ids[i], "host": "127.0.0.1", "port": self.ports[i],
                        "tls_port": 0, "unix_socket": self.sockets[i], "host_id": "test-host"}
-                      for i in range(n)],
+                      for i in range(total)],
             "shards": [{"id": self.shard_ids[i], "slots": [r], "primary": self.ids[i],
-                        "replicas": [], "primary_epoch": 1}
+                        "replicas": [self.ids[n + i * replicas + j] for j in range(replicas)],
+                        "primary_epoch": 1}
                        for i, r in enumerate(split_evenly(n))],
             "migrations": [],
         }

@@ -154,6 +154,8 @@ size_t Client::batch_remove(std::span<const std::string_view> keys) {
   return detail::routed_remove(*core_, keys);
 }
 
+std::vector<std::string> Client::scan(std::string_view pattern) { return detail::routed_scan(*core_, pattern); }
+
 Buffer Client::alloc_buffer(size_t size) { return Buffer(core_->shared().alloc(size)); }
 
 Buffer Client::register_buffer(void* ptr, size_t size) { return Buffer(core_->shared().wrap(ptr, size)); }

@@ -2,6 +2,7 @@
 // transport (transport.h); keys-only commands through hiredis.
 #include "node_ops.h"
 
+#include <unordered_set>
 #include <vector>
 
 #include "session.h"
@@ -135,6 +136,31 @@ size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys) {
     Reply r = s.read();
     if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(text(r.get())));
     return static_cast<size_t>(integer_reply(s, r, "KV.UNPIN"));
+  });
+}
+
+std::vector<std::string> node_scan(ClientCore& node, std::string_view pattern) {
+  return node.with_session([&](Session& s) {
+    std::vector<std::string> keys;
+    std::unordered_set<std::string> seen;  // SCAN may return a key twice
+    std::string cursor = "0";
+    do {
+      Args a{"SCAN", cursor};
+      a.add("MATCH").add(pattern).add("COUNT").add(uint64_t{1000});
+      Reply r = s.call(a);
+      if (r->type == REDIS_REPLY_ERROR) throw Error(Error::Kind::kServer, std::string(text(r.get())));
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+          r->element[1]->type != REDIS_REPLY_ARRAY)
+        s.protocol_fail("unexpected reply to SCAN");
+      cursor = std::string(text(r->element[0]));
+      const redisReply* batch = r->element[1];
+      for (size_t i = 0; i < batch->elements; ++i) {
+        if (batch->element[i]->type != REDIS_REPLY_STRING) s.protocol_fail("unexpected reply to SCAN");
+        std::string k(text(batch->element[i]));
+        if (seen.insert(k).second) keys.push_back(std::move(k));
+      }
+    } while (cursor != "0");
+    return keys;
   });
 }
 

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core.h"
 #include "transport.h"
@@ -56,6 +57,10 @@ struct PrefixReply {
 /// to the connection that took them). Throws Error(kServer) on an error reply.
 PrefixReply node_prefix(ClientCore& node, std::span<const std::string_view> keys,
                         std::optional<uint64_t> pin_ms);
+/// Every key of the node that matches the glob `pattern`: SCAN cursor MATCH pattern COUNT 1000
+/// until the cursor is 0 (keys written meanwhile may or may not be listed; each key once).
+/// Throws Error(kServer) on an error reply.
+std::vector<std::string> node_scan(ClientCore& node, std::string_view pattern);
 /// KV.UNPIN on the node's lease connection, one command (a cluster node skips the keys another
 /// node serves). Returns the keys that were leased. Throws Error(kServer) on an error reply.
 size_t node_unpin(ClientCore& node, std::span<const std::string_view> keys);

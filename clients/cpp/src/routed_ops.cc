@@ -131,4 +131,24 @@ size_t routed_unpin(ClusterCore& cc, std::span<const std::string_view> keys) {
   return total;
 }
 
+std::vector<std::string> routed_scan(ClusterCore& cc, std::string_view pattern) {
+  if (!cc.cluster()) return node_scan(cc.only(), pattern);
+  const std::shared_ptr<const SlotMap> map = cc.map();
+  std::vector<std::vector<std::string>> parts(map->nodes().size());
+  std::vector<std::exception_ptr> errors(parts.size());
+  cc.pool().run(parts.size(), [&](size_t i) {
+    try {
+      parts[i] = node_scan(*cc.node(map->nodes()[i]), pattern);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<std::string> out;
+  for (auto& p : parts)
+    for (auto& k : p) out.push_back(std::move(k));
+  return out;
+}
+
 }  // namespace stratakv::detail

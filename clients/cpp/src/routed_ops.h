@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,5 +32,9 @@ size_t routed_remove(ClusterCore& cc, std::span<const std::string_view> keys);
 size_t routed_prefix(ClusterCore& cc, std::span<const std::string_view> keys, std::optional<uint64_t> pin_ms);
 /// Ends this client's leases of the keys on every node; returns how many were leased.
 size_t routed_unpin(ClusterCore& cc, std::span<const std::string_view> keys);
+
+/// Every key matching the glob `pattern`, from every primary of a cluster (SCAN per node, the
+/// nodes in parallel). Throws the first node's error.
+std::vector<std::string> routed_scan(ClusterCore& cc, std::string_view pattern);
 
 }  // namespace stratakv::detail

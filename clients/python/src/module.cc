@@ -296,6 +296,16 @@ PYBIND11_MODULE(_native, m) {
       .def("batch_remove", [](Client& c, const py::sequence& keys) {
         return with_keys(keys, [&](auto ks) { return c.batch_remove(ks); });
       }, py::arg("keys"))
+      .def("scan", [](Client& c, const std::string& pattern) {
+        std::vector<std::string> ks;
+        {
+          py::gil_scoped_release unlock;
+          ks = c.scan(pattern);
+        }
+        py::list out;
+        for (const std::string& k : ks) out.append(py::bytes(k));
+        return out;
+      }, py::arg("pattern"), "Every key matching the glob pattern (SCAN MATCH on every node), as bytes")
       .def("alloc_buffer", [](Client& c, size_t size) { return PyBuffer(c.alloc_buffer(size)); },
            py::arg("size"))
       .def("register_buffer", [](Client& c, py::handle obj) {

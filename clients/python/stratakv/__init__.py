@@ -45,7 +45,8 @@ class Client(_NativeClient):
                                                          or a list of them (scattered)
       batch_put(keys, values, ttl_ms=None, nx=False, stripes=0) -> [bool]
       batch_get_into(keys, targets) -> [int | None]
-      exists, batch_exists, prefix_match(keys, pin_ms=None), unpin, remove, batch_remove
+      exists, batch_exists, prefix_match(keys, pin_ms=None), unpin, remove, batch_remove,
+      scan(pattern) -> [bytes]                           keys matching a glob, every node (admin)
       alloc_buffer(size) -> Buffer (registered memory: zero copy on shm)
       register_buffer(obj) -> Buffer (caller memory; staged on shm)
     Tensor calls (values carry dtype and shape, see stratakv.tensors):

@@ -127,6 +127,19 @@ def test_ttl_nx_exists_remove_prefix(kv, redis_py):
         assert kv.unpin(chain) == 4
 
 
+def test_scan(kv, redis_py):
+    for i in range(2500):  # several SCAN rounds (COUNT 1000)
+        redis_py.set("ns:a:%d" % i, b"x")
+    redis_py.set("ns:b:1", b"y")
+    redis_py.set("n*s", b"z")
+    keys = kv.scan("ns:a:*")
+    assert len(keys) == 2500 and len(set(keys)) == 2500
+    assert set(keys) == {b"ns:a:%d" % i for i in range(2500)}
+    assert kv.scan("ns:b:?") == [b"ns:b:1"]
+    assert kv.scan("n\\*s") == [b"n*s"]
+    assert kv.scan("none:*") == []
+
+
 def test_mixed_with_redis_py(kv, redis_py):
     redis_py.set("from-redis", b"\x00\x01payload" * 1000)
     assert kv.get("from-redis") == b"\x00\x01payload" * 1000

@@ -215,6 +215,12 @@ class Client {
   /// Deletes the keys; returns how many existed.
   size_t batch_remove(std::span<const std::string_view> keys);
 
+  /// Every key matching the glob `pattern` (Redis's SCAN MATCH syntax: `*`, `?`, `[...]`,
+  /// `\\` escapes), one SCAN loop per node (on a cluster, every primary, in parallel). Not a
+  /// snapshot: keys written or deleted meanwhile may or may not be listed; each key once. For
+  /// administration (listing, clearing a namespace), not for the data path.
+  std::vector<std::string> scan(std::string_view pattern);
+
   /// `size` bytes of registered memory (zero-filled). On shm: a memfd mapping registered with
   /// the server on each connection when first used (KV.REGISTER SHM); on verbs: memory
   /// registered with the NIC, then with each connection when first used (KV.REGISTER VERBS).

@@ -1,0 +1,241 @@
+#include "cluster/repl_feed.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace cluster {
+
+namespace {
+// Bytes of frames gathered into one write of the stream or the snapshot.
+constexpr uint64_t kWriteBatch = 4u << 20;
+// Keys read per step of the snapshot (each step holds one shard's lock briefly).
+constexpr size_t kScanStep = 64;
+
+void set_timeout(int fd, int opt, int ms) {
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof tv);
+}
+}  // namespace
+
+ReplicaFeed::ReplicaFeed(FeedOptions options) : options_(std::move(options)) {
+  sent_.store(options_.start_offset);
+}
+
+ReplicaFeed::~ReplicaFeed() { stop(); }
+
+void ReplicaFeed::log(bool warning, const std::string& line) const {
+  if (options_.log) options_.log(warning, "replica " + options_.addr + ":" +
+                                              std::to_string(options_.listening_port) + " " + line);
+}
+
+void ReplicaFeed::start() {
+  // The frames from start_offset on stay in the backlog until sent (within its slack).
+  reader_id_ = options_.backlog->add_reader(options_.start_offset);
+  // Blocking I/O with timeouts on the feed's own threads (the socket came from an I/O thread's
+  // event loop, which had made it non-blocking).
+  ::fcntl(options_.fd, F_SETFL, ::fcntl(options_.fd, F_GETFL) & ~O_NONBLOCK);
+  set_timeout(options_.fd, SO_SNDTIMEO, options_.timeout_ms);
+  set_timeout(options_.fd, SO_RCVTIMEO, 1000);
+  last_ack_ms_.store(tiering::now_ms());
+  writer_ = std::thread([this] { run_writer(); });
+  reader_ = std::thread([this] { run_reader(); });
+}
+
+void ReplicaFeed::stop() {
+  if (!writer_.joinable()) return;
+  stop_.store(true);
+  ::shutdown(options_.fd, SHUT_RDWR);
+  options_.backlog->wake();
+  writer_.join();
+  reader_.join();
+  ::close(options_.fd);
+  options_.backlog->remove_reader(reader_id_);
+  state_.store(State::kClosed, std::memory_order_release);
+}
+
+bool ReplicaFeed::write_all(std::vector<iovec>& iov) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    if (stop_.load(std::memory_order_relaxed)) return false;
+    const int n = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t w = ::writev(options_.fd, iov.data() + first, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        log(true, "not reading: no progress for repl-timeout, dropping it");
+      else if (!stop_.load())
+        log(true, std::string("link lost while writing: ") + std::strerror(errno));
+      return false;
+    }
+    size_t left = static_cast<size_t>(w);
+    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  iov.clear();
+  return true;
+}
+
+void ReplicaFeed::run_writer() {
+  if (!options_.full || snapshot()) stream();
+  // However it ended, the reader ends too.
+  stop_.store(true);
+  ::shutdown(options_.fd, SHUT_RDWR);
+  state_.store(State::kClosed, std::memory_order_release);
+}
+
+bool ReplicaFeed::snapshot() {
+  state_.store(State::kSnapshot, std::memory_order_release);
+  struct Item {
+    std::string head;
+    tiering::ValueRef value;
+    std::string cold;  // bytes read from the SSD store
+  };
+  std::vector<Item> batch;
+  std::vector<iovec> iov;
+  uint64_t keys = 0, bytes = 0;
+  auto flush = [&]() {
+    for (Item& it : batch) {
+      iov.push_back({it.head.data(), it.head.size()});
+      if (it.value) iov.push_back({it.value->data(), it.value->size()});
+      else if (!it.cold.empty()) iov.push_back({it.cold.data(), it.cold.size()});
+    }
+    const bool ok = write_all(iov);
+    batch.clear();
+    bytes = 0;
+    return ok;
+  };
+  struct Cold {
+    std::string key;
+    int64_t expire_ms;
+  };
+  std::vector<Cold> colds;
+  uint64_t cursor = 0;
+  do {
+    const int64_t now = tiering::now_ms();
+    colds.clear();
+    cursor = options_.keyspace->scan(
+        cursor, kScanStep, now, [&](const std::string& key, const tiering::Entry& e) {
+          if (!e.value) {
+            colds.push_back({key, e.expire_ms});
+            return;
+          }
+          Item it;
+          it.value = e.value;  // a reference, taken under the shard's lock
+          append_frame_head(it.head, FrameType::kSet, key, it.value->size(), e.expire_ms);
+          bytes += it.head.size() + it.value->size();
+          batch.push_back(std::move(it));
+          ++keys;
+        });
+    // Values on SSD only: read here, on the feed's thread (never a connection's).
+    for (Cold& c : colds) {
+      if (options_.ssd == nullptr) break;
+      Item it;
+      size_t size = 0;
+      const tiering::SsdStatus st = options_.ssd->read(
+          c.key,
+          [&](size_t n) {
+            it.cold.resize(n);
+            return std::span<std::byte>(reinterpret_cast<std::byte*>(it.cold.data()), n);
+          },
+          &size);
+      if (!st.ok()) continue;  // overwritten or deleted meanwhile: the stream has that change
+      it.cold.resize(size);
+      append_frame_head(it.head, FrameType::kSet, c.key, size, c.expire_ms);
+      bytes += it.head.size() + size;
+      batch.push_back(std::move(it));
+      ++keys;
+      if (bytes >= kWriteBatch && !flush()) return false;
+    }
+    if ((bytes >= kWriteBatch || cursor == 0) && !flush()) return false;
+  } while (cursor != 0 && !stop_.load(std::memory_order_relaxed));
+  if (stop_.load()) return false;
+  std::string end;
+  append_frame_head(end, FrameType::kSnapshotEnd, {}, keys, 0);
+  iov.push_back({end.data(), end.size()});
+  if (!write_all(iov)) return false;
+  log(false, "full copy sent: " + std::to_string(keys) + " keys; streaming from offset " +
+                 std::to_string(options_.start_offset));
+  return true;
+}
+
+void ReplicaFeed::stream() {
+  state_.store(State::kOnline, std::memory_order_release);
+  ReplBacklog& backlog = *options_.backlog;
+  uint64_t sent = options_.start_offset;
+  std::vector<ReplBacklog::FramePtr> frames;
+  std::vector<iovec> iov;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    frames.clear();
+    if (!backlog.read(sent, &frames, kWriteBatch)) {
+      log(true, "fell behind the replication backlog (repl-backlog-size plus the replica "
+                "output limit); it will take a full copy");
+      return;
+    }
+    if (frames.empty()) {
+      backlog.wait_beyond(sent, std::chrono::milliseconds(100));
+      continue;
+    }
+    uint64_t bytes = 0;
+    for (const auto& f : frames) {
+      iov.push_back({const_cast<char*>(f->head.data()), f->head.size()});
+      if (f->value) iov.push_back({f->value->data(), f->value->size()});
+      bytes += f->size();
+    }
+    if (!write_all(iov)) return;
+    sent += bytes;
+    sent_.store(sent, std::memory_order_relaxed);
+    backlog.move_reader(reader_id_, sent);
+    frames.clear();  // drop the references before trimming
+    backlog.trim();
+  }
+}
+
+void ReplicaFeed::run_reader() {
+  char buf[FrameHeader::kSize];
+  size_t have = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const ssize_t n = ::recv(options_.fd, buf + have, sizeof buf - have, 0);
+    if (n > 0) {
+      have += static_cast<size_t>(n);
+      if (have < sizeof buf) continue;
+      have = 0;
+      const auto h = decode_header(buf);
+      if (!h || h->type != FrameType::kAck || h->key_len != 0) {
+        log(true, "sent something other than an ACK frame: dropping it");
+        break;
+      }
+      ack_offset_.store(h->value_len, std::memory_order_release);
+      last_ack_ms_.store(tiering::now_ms(), std::memory_order_relaxed);
+      if (options_.on_ack) options_.on_ack(h->value_len);
+      continue;
+    }
+    if (n == 0) {
+      if (!stop_.load()) log(false, "closed the link");
+      break;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) break;
+    // A second without an ACK: is the replica silent for too long? (It ACKs every second.)
+    if (state() == State::kOnline &&
+        tiering::now_ms() - last_ack_ms_.load(std::memory_order_relaxed) > options_.timeout_ms) {
+      log(true, "timed out (no ACK for repl-timeout)");
+      break;
+    }
+  }
+  stop_.store(true);
+  ::shutdown(options_.fd, SHUT_RDWR);
+  options_.backlog->wake();
+}
+
+}  // namespace cluster

@@ -1,0 +1,164 @@
+"""Automatic failover through etcd (docs/replication.md, "Failover"): a real etcd, a shard of a
+primary and a replica created by stratakv-admin, then the primary killed (-9) or paused
+(SIGSTOP) past its lease: the replica is promoted by one compare-and-swap, every write that
+WAIT 1 acknowledged is on it byte for byte, the old primary refuses writes once its lease may
+have lapsed (fencing) and comes back as a replica of the new one.
+"""
+
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+from redis.cluster import RedisCluster
+
+from etcd_util import Etcd, etcd_binary
+from harness import Server, free_port, stop_servers
+from resp_util import RawConn, Simple
+from test_cluster_etcd import admin
+
+LEASE_TTL = 2  # seconds (etcd's minimum is about this)
+
+
+@pytest.fixture
+def etcd():
+    if etcd_binary() is None:
+        pytest.skip("etcd is not installed")
+    with Etcd() as e:
+        yield e
+
+
+def wait_until(what, fn, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
+def role(srv):
+    try:
+        return srv.client(socket_timeout=2).info("cluster").get("cluster_my_role")
+    except Exception:
+        return None
+
+
+def shard(etcd, n_replicas=1):
+    prefix = "/stratakv/f%d" % random.randrange(1 << 30)
+    nodes = []
+    for _ in range(1 + n_replicas):
+        srv = Server(cluster_enabled="yes", cluster__etcd__endpoints=etcd.endpoint,
+                     cluster__etcd__prefix=prefix, cluster__etcd__lease_ttl=LEASE_TTL,
+                     port=free_port())
+        nodes.append(srv.start())
+    admin(etcd, prefix, "create", "--shards", "1", "--replicas", str(n_replicas), "--wait", "20")
+    primary = wait_until("a primary", lambda: next((n for n in nodes if role(n) == "primary"), None))
+    replicas = [n for n in nodes if n is not primary]
+    for r in replicas:
+        wait_until("replica link", lambda: r.client().info("replication").get(
+            "master_link_status") == "up")
+    # The primary is fenced until etcd confirms it (a moment after start): wait for writes.
+    wait_until("writes accepted", lambda: primary.client().info("cluster")["cluster_fenced"] == 0)
+    return prefix, primary, replicas
+
+
+def test_kill_9_primary_under_load(etcd):
+    prefix, primary, (replica,) = shard(etcd)
+    try:
+        acked = {}       # key -> value, every write before a WAIT 1 that answered 1
+        pending = {}
+        errors = []
+        stop = threading.Event()
+
+        def writer():
+            c = RawConn(primary.host, primary.port, timeout=5)
+            i = 0
+            try:
+                while not stop.is_set():
+                    k, v = "k%d" % i, os.urandom(1000 + (i % 50) * 1000)
+                    reply = c.call("SET", k, v)
+                    if reply != Simple("OK"):
+                        errors.append(reply)
+                        break
+                    pending[k] = v
+                    i += 1
+                    if i % 20 == 0:
+                        if c.call("WAIT", "1", "2000") == 1:
+                            acked.update(pending)
+                        pending.clear()
+            except Exception as e:  # the primary died
+                errors.append(e)
+            c.close()
+
+        t = threading.Thread(target=writer)
+        t.start()
+        wait_until("acknowledged writes", lambda: len(acked) >= 200 or errors)
+        assert not errors, errors
+        t_kill = time.monotonic()
+        primary.proc.kill()  # -9
+        primary.proc.wait()
+        primary.stop()  # the harness's bookkeeping: it died by our hand
+        wait_until("the replica promoted", lambda: role(replica) == "primary", timeout=20)
+        took = time.monotonic() - t_kill
+        stop.set()
+        t.join()
+        print("failover after kill -9: %.2f s (lease TTL %d s)" % (took, LEASE_TTL))
+        assert took < 10
+        # Every acknowledged write is there, byte-exact; the new primary takes writes.
+        c = replica.client()
+        wait_until("writes accepted", lambda: c.info("cluster")["cluster_fenced"] == 0)
+        for k, v in acked.items():
+            assert c.get(k) == v, k
+        assert c.info("cluster")["cluster_failover_promotions"] == 1
+        rc = RedisCluster(host="127.0.0.1", port=replica.port)
+        rc.set("after", "failover")
+        assert rc.get("after") == b"failover"
+        rc.close()
+    finally:
+        stop_servers(primary, replica)
+
+
+def test_paused_primary_is_fenced_then_rejoins_as_replica(etcd):
+    prefix, primary, (replica,) = shard(etcd)
+    try:
+        c = primary.client()
+        c.set("before", "x")
+        assert c.execute_command("WAIT", 1, 5000) == 1
+        last_old_ok = time.monotonic()
+        primary.proc.send_signal(signal.SIGSTOP)
+        try:
+            # A write sent to the paused primary waits in its socket buffer.
+            late = RawConn(primary.host, primary.port, timeout=30)
+            late.send_raw = getattr(late, "send_raw", None)
+            late.sock.sendall(b"*3\r\n$3\r\nSET\r\n$4\r\nlate\r\n$1\r\n1\r\n")
+            wait_until("the replica promoted", lambda: role(replica) == "primary", timeout=20)
+            n = replica.client()
+            wait_until("writes accepted", lambda: n.info("cluster")["cluster_fenced"] == 0)
+            n.set("new", "y")
+            first_new_ok = time.monotonic()
+            assert last_old_ok < first_new_ok
+        finally:
+            primary.proc.send_signal(signal.SIGCONT)
+        # The buffered write is refused: fenced (CLUSTERDOWN), or redirected once the node has
+        # applied the new topology (MOVED). Never OK.
+        reply = late.read_reply()
+        assert reply != Simple("OK"), reply
+        text = str(reply)
+        assert text.startswith("CLUSTERDOWN") or text.startswith("MOVED"), text
+        late.close()
+        # The old primary comes back as a replica of the new one, and follows it.
+        wait_until("old primary is a replica", lambda: role(primary) == "replica", timeout=30)
+        wait_until("old primary follows", lambda: primary.client().info("replication").get(
+            "master_link_status") == "up")
+        assert replica.client().execute_command("WAIT", 1, 10000) == 1
+        old = primary.client()
+        old.execute_command("READONLY")
+        assert old.get("new") == b"y"
+        assert old.get("late") is None
+        assert replica.client().get("late") is None
+    finally:
+        stop_servers(primary, replica)
