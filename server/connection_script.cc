@@ -49,9 +49,12 @@ asio::awaitable<Connection::Outcome> Connection::finish_script() {
 
 namespace {
 // Whether a keyless command locks shards of its own (KEYS, DBSIZE, FLUSHALL, INFO ...):
-// connection commands never do.
+// connection commands never do, nor the replication link's own (a replica's REPLCONF ACK, WAIT
+// and ROLE must not wait for a script: Redis lets a replica's link through too).
 bool locks_all_shards(const CommandSpec& spec) {
-  return !CommandTable::has_keys(spec) && spec.group != "connection";
+  if (CommandTable::has_keys(spec) || spec.group == "connection") return false;
+  const std::string& n = spec.full_name;
+  return n != "replconf" && n != "wait" && n != "role";
 }
 }  // namespace
 

@@ -595,7 +595,7 @@ int redis_set_repl(lua_State* L) {
     push_error(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
     return raise_table(L);
   }
-  return 0;  // no replication stream yet: nothing to choose
+  return 0;  // a script's effects always replicate (the write path's changes)
 }
 
 int redis_true(lua_State* L) {

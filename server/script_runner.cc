@@ -14,6 +14,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
+#include "server/replication.h"
 #include "server/server.h"
 #include "tiering/exec_lock.h"
 #include "tiering/need_room.h"

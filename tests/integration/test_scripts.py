@@ -286,6 +286,34 @@ def test_cluster_mode_keys_share_a_slot(redis_srv):
         stop_servers(theirs)
 
 
+def test_replicas_and_script_writes(start_server, redis_srv):
+    """A script's writes reach the replicas (the write path's changes); on a read-only replica a
+    script that writes answers Redis's -READONLY, reads work: compared with a redis-server pair."""
+    from test_replication import info, link_up, wait_until
+    primary = start_server()
+    replica = start_server(replicaof="127.0.0.1 %d" % primary.port)
+    link_up(replica)
+    rr = launch_redis(replicaof="127.0.0.1 %d" % redis_srv.port)
+    try:
+        wait_until(lambda: info(rr.client()).get("master_link_status") == "up", what="redis link")
+        write = ("EVAL", "redis.call('set', KEYS[1], ARGV[1]) return redis.call('incr', KEYS[2])",
+                 "2", "{s}k", "{s}n", "v")
+        for p in (primary, redis_srv):
+            assert p.raw().call("FLUSHALL") is not None
+            assert p.raw().call(*write) == 1
+        for r in (replica, rr):
+            c = r.client()
+            wait_until(lambda: c.get("{s}n") == b"1", what="the script's writes on the replica")
+            assert c.get("{s}k") == b"v"
+        ours, theirs = replica.raw(), rr.raw()
+        for args in (write, ("EVAL", "return redis.call('get', KEYS[1])", "1", "{s}k"),
+                     ("EVAL", "return redis.pcall('del', KEYS[1])", "1", "{s}k"),
+                     ("EVAL_RO", "return redis.call('get', KEYS[1])", "1", "{s}k")):
+            assert ours.call_raw(*args) == theirs.call_raw(*args), args
+    finally:
+        stop_servers(rr)
+
+
 # ---- atomicity ------------------------------------------------------------------------------
 
 INCR_BY_GET_SET = ("local v = tonumber(redis.call('get', KEYS[1]) or '0') "
