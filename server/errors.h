@@ -201,6 +201,58 @@ inline constexpr std::string_view kScriptDebugUsage = "ERR Use SCRIPT DEBUG YES/
 /// stratakv's own: the Lua debugger (SCRIPT DEBUG YES|SYNC, redis-cli --ldb) is not served.
 inline constexpr std::string_view kScriptDebugUnsupported =
     "ERR SCRIPT DEBUG YES|SYNC is not supported: stratakv has no Lua debugger (docs/scripting.md)";
+// script_lua.c: what the `redis` API and the interpreter raise inside a script, as bare
+// messages (a script sees {err="ERR <message>"}; uncaught, the reply adds " script: ...").
+inline constexpr std::string_view kLuaNoArgs =
+    "Please specify at least one argument for this redis lib call";
+inline constexpr std::string_view kLuaBadArgType =
+    "Lua redis lib command arguments must be strings or integers";
+inline constexpr std::string_view kLuaLogArity =
+    "redis.log() requires two arguments or more.";
+inline constexpr std::string_view kLuaLogLevelType =
+    "First argument must be a number (log level).";
+inline constexpr std::string_view kLuaLogLevel =
+    "Invalid debug level.";
+inline constexpr std::string_view kLuaSetrespArity =
+    "redis.setresp() requires one argument.";
+inline constexpr std::string_view kLuaSetrespVersion =
+    "RESP version must be 2 or 3.";
+inline constexpr std::string_view kLuaSetReplArity =
+    "redis.set_repl() requires one argument.";
+inline constexpr std::string_view kLuaSetReplFlags =
+    "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.";
+inline constexpr std::string_view kLuaArity =
+    "wrong number of arguments";
+inline constexpr std::string_view kLuaArityOrType =
+    "wrong number or type of arguments";
+inline constexpr std::string_view kLuaKilled =
+    "Script killed by user with SCRIPT KILL...";
+inline constexpr std::string_view kLuaReadonlyTable =
+    "Attempt to modify a readonly table";
+/// stratakv's own: redis.call at a body's top level while it is compiled (never in Redis).
+inline constexpr std::string_view kLuaCallOutsideScript =
+    "redis.call is only available while a script runs";
+/// "Script attempted to access nonexistent global variable '<name>'" (the name appended).
+inline constexpr std::string_view kLuaNoGlobalPrefix =
+    "Script attempted to access nonexistent global variable '";
+inline constexpr std::string_view kLuaCompileError = "ERR Error compiling script (new function): ";
+inline constexpr std::string_view kLuaStackLimit = "ERR reached lua stack limit";
+// eval.c evalExtractShebangFlags.
+inline constexpr std::string_view kShebangInvalid = "ERR Invalid script shebang";
+inline constexpr std::string_view kShebangNoEngine = "ERR Invalid engine in script shebang";
+inline std::string shebang_engine(std::string_view e) {
+  return "ERR Unexpected engine in script shebang: " + std::string(e);
+}
+inline std::string shebang_option(std::string_view o) {
+  return "ERR Unknown lua shebang option: " + std::string(o);
+}
+inline std::string shebang_flag(std::string_view f) {
+  return "ERR Unexpected flag in script shebang: " + std::string(f);
+}
+/// "ERR Error running script <name>, <message>" (an error that is no error table).
+inline std::string lua_run_error(std::string_view name, std::string_view msg) {
+  return "ERR Error running script " + std::string(name) + ", " + std::string(msg.substr(0, 100));
+}
 // What redis.call refuses before running a command: bare messages, which the script sees as
 // {err="ERR <message>"} (script_lua.c luaPushError).
 inline constexpr std::string_view kScriptUnknownCommand = "Unknown Redis command called from script";

@@ -19,6 +19,7 @@ int luaopen_bit(lua_State* L);    // Debian's lua-bitop (lua-bitop.h)
 #include <utility>
 
 #include "resp/writer.h"
+#include "server/errors.h"
 #include "server/sha1.h"
 #include "server/version.h"
 
@@ -63,7 +64,7 @@ int math_random(lua_State* L) {
       break;
     }
     default:
-      return luaL_error(L, "wrong number of arguments");
+      return luaL_error(L, "%s", err::kLuaArity.data());
   }
   return 1;
 }
@@ -271,7 +272,7 @@ std::string trim_crlf(std::string s) {
 void write_value(lua_State* L, resp::Writer& w, int script_resp) {
   if (!lua_checkstack(L, 4)) {
     lua_pop(L, 1);
-    w.error("ERR reached lua stack limit");
+    w.error(err::kLuaStackLimit);
     return;
   }
   switch (lua_type(L, -1)) {
@@ -413,12 +414,12 @@ int LuaApi::call(lua_State* L, bool raise_error) {
     return raise_table(L);
   }
   if (e->host_ == nullptr) {  // a body's own top level, run as it is defined
-    push_error(L, "redis.call is only available while a script runs");
+    push_error(L, err::kLuaCallOutsideScript);
     return raise_table(L);
   }
   const int argc = lua_gettop(L);
   if (argc == 0) {
-    push_error(L, "Please specify at least one argument for this redis lib call");
+    push_error(L, err::kLuaNoArgs);
     return raise_error ? raise_table(L) : 1;
   }
   // Arguments: strings as they are, numbers as %.17g (luaArgsToRedisArgv).
@@ -442,7 +443,7 @@ int LuaApi::call(lua_State* L, bool raise_error) {
     }
   }
   if (bad) {
-    push_error(L, "Lua redis lib command arguments must be strings or integers");
+    push_error(L, err::kLuaBadArgType);
     return raise_error ? raise_table(L) : 1;
   }
   e->reply_.clear();
@@ -471,7 +472,7 @@ void LuaApi::hook(lua_State* L, lua_Debug*) {
   ScriptEngine* e = engine_of(L);
   if (!e->aborting_ && e->host_ != nullptr && e->host_->killed()) {
     e->aborting_ = true;
-    e->abort_error_ = "Script killed by user with SCRIPT KILL...";
+    e->abort_error_ = err::kLuaKilled;
     // Every line from now on raises again, so a pcall cannot keep the script alive.
     lua_sethook(L, &LuaApi::hook, LUA_MASKLINE, 0);
   }
@@ -485,7 +486,7 @@ namespace {
 
 int redis_sha1hex(lua_State* L) {
   if (lua_gettop(L) != 1) {
-    push_error(L, "wrong number of arguments");
+    push_error(L, err::kLuaArity);
     return raise_table(L);
   }
   size_t n = 0;
@@ -499,10 +500,10 @@ int redis_sha1hex(lua_State* L) {
   return 1;
 }
 
-// {field=<the one string argument>}, or the error table "wrong number or type of arguments".
+// {field=<the one string argument>}, or the error table err::kLuaArityOrType.
 int single_field(lua_State* L, const char* field) {
   if (lua_gettop(L) != 1 || lua_type(L, -1) != LUA_TSTRING) {
-    push_error(L, "wrong number or type of arguments");
+    push_error(L, err::kLuaArityOrType);
     return 1;
   }
   lua_newtable(L);
@@ -514,7 +515,7 @@ int single_field(lua_State* L, const char* field) {
 
 int redis_error_reply(lua_State* L) {
   if (lua_gettop(L) != 1 || lua_type(L, -1) != LUA_TSTRING) {
-    push_error(L, "wrong number or type of arguments");
+    push_error(L, err::kLuaArityOrType);
     return 1;
   }
   size_t n = 0;
@@ -539,16 +540,16 @@ int redis_status_reply(lua_State* L) { return single_field(L, "ok"); }
 int LuaApi::log(lua_State* L) {
   const int argc = lua_gettop(L);
   if (argc < 2) {
-    push_error(L, "redis.log() requires two arguments or more.");
+    push_error(L, err::kLuaLogArity);
     return raise_table(L);
   }
   if (!lua_isnumber(L, 1)) {
-    push_error(L, "First argument must be a number (log level).");
+    push_error(L, err::kLuaLogLevelType);
     return raise_table(L);
   }
   const int level = to_int(lua_tonumber(L, 1));
   if (level < 0 || level > 3) {
-    push_error(L, "Invalid debug level.");
+    push_error(L, err::kLuaLogLevel);
     return raise_table(L);
   }
   // The message: the other arguments, space separated (non-strings skipped).
@@ -571,12 +572,12 @@ int LuaApi::log(lua_State* L) {
 
 int LuaApi::setresp(lua_State* L) {
   if (lua_gettop(L) != 1) {
-    push_error(L, "redis.setresp() requires one argument.");
+    push_error(L, err::kLuaSetrespArity);
     return raise_table(L);
   }
   const int v = to_int(lua_tonumber(L, -1));
   if (v != 2 && v != 3) {
-    push_error(L, "RESP version must be 2 or 3.");
+    push_error(L, err::kLuaSetrespVersion);
     return raise_table(L);
   }
   engine_of(L)->call_protocol_ = v;
@@ -587,12 +588,12 @@ namespace {
 
 int redis_set_repl(lua_State* L) {
   if (lua_gettop(L) != 1) {
-    push_error(L, "redis.set_repl() requires one argument.");
+    push_error(L, err::kLuaSetReplArity);
     return raise_table(L);
   }
   const int flags = to_int(lua_tonumber(L, -1));
   if ((flags & ~3) != 0) {
-    push_error(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+    push_error(L, err::kLuaSetReplFlags);
     return raise_table(L);
   }
   return 0;  // a script's effects always replicate (the write path's changes)
@@ -676,14 +677,14 @@ void protect(lua_State* L, int idx) {
 }
 
 // Raises "<chunk>:<line>: <msg>" at the script's line.
-int error_at_caller(lua_State* L, const char* msg) {
+int error_at_caller(lua_State* L, std::string_view msg) {
   luaL_where(L, 1);
-  lua_pushstring(L, msg);
+  lua_pushlstring(L, msg.data(), msg.size());
   lua_concat(L, 2);
   return lua_error(L);
 }
 
-int readonly_newindex(lua_State* L) { return error_at_caller(L, "Attempt to modify a readonly table"); }
+int readonly_newindex(lua_State* L) { return error_at_caller(L, err::kLuaReadonlyTable); }
 
 // __index of the globals' proxy: (proxy, name); upvalue 1 is the real globals table.
 int globals_index(lua_State* L) {
@@ -692,7 +693,7 @@ int globals_index(lua_State* L) {
   if (!lua_isnil(L, -1)) return 1;
   lua_pop(L, 1);
   luaL_where(L, 1);
-  lua_pushstring(L, "Script attempted to access nonexistent global variable '");
+  lua_pushlstring(L, err::kLuaNoGlobalPrefix.data(), err::kLuaNoGlobalPrefix.size());
   if (lua_type(L, 2) == LUA_TSTRING || lua_type(L, 2) == LUA_TNUMBER) lua_pushvalue(L, 2);
   else lua_pushstring(L, luaL_typename(L, 2));
   lua_tostring(L, -1);
@@ -712,7 +713,7 @@ int guarded_call(lua_State* L) {
 }
 int guarded_rawset(lua_State* L) {
   if (is_protected(L, 1)) {
-    lua_pushstring(L, "Attempt to modify a readonly table");
+    lua_pushlstring(L, err::kLuaReadonlyTable.data(), err::kLuaReadonlyTable.size());
     return lua_error(L);
   }
   return guarded_call(L);
@@ -923,7 +924,7 @@ std::string ScriptEngine::load(std::string_view sha, std::string_view body) {
   const std::string_view code = body.substr(flags.shebang_len);
   lua_State* L = L_;
   if (luaL_loadbuffer(L, code.data(), code.size(), "@user_script") != 0) {
-    std::string text = "ERR Error compiling script (new function): ";
+    std::string text(err::kLuaCompileError);
     const char* m = lua_tostring(L, -1);
     text += m ? m : "";
     lua_pop(L, 1);
@@ -972,7 +973,7 @@ ScriptEngine::Result ScriptEngine::run(std::string_view sha, std::span<const std
     out.error = true;
     if (!lua_istable(L, -1)) {
       const char* msg = lua_isstring(L, -1) ? lua_tostring(L, -1) : "execution failure";
-      out.reply = "ERR Error running script " + name + ", " + std::string(msg).substr(0, 100);
+      out.reply = err::lua_run_error(name, msg);
     } else {
       std::string msg, source, line;
       if (string_field(L, "err")) {
@@ -1019,7 +1020,7 @@ std::string parse_script_flags(std::string_view body, ScriptFlags* flags) {
   *flags = ScriptFlags{};
   if (!body.starts_with("#!")) return {};
   const size_t nl = body.find('\n');
-  if (nl == std::string_view::npos) return "ERR Invalid script shebang";
+  if (nl == std::string_view::npos) return std::string(err::kShebangInvalid);
   flags->shebang = true;
   flags->shebang_len = nl;
   // Space separated parts (sdssplitargs, without quoting: flags have no spaces).
@@ -1032,10 +1033,10 @@ std::string parse_script_flags(std::string_view body, ScriptFlags* flags) {
     while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
     if (i > start) parts.push_back(line.substr(start, i - start));
   }
-  if (parts.empty()) return "ERR Invalid engine in script shebang";
-  if (parts[0] != "#!lua") return "ERR Unexpected engine in script shebang: " + std::string(parts[0]);
+  if (parts.empty()) return std::string(err::kShebangNoEngine);
+  if (parts[0] != "#!lua") return err::shebang_engine(parts[0]);
   for (size_t j = 1; j < parts.size(); ++j) {
-    if (!parts[j].starts_with("flags=")) return "ERR Unknown lua shebang option: " + std::string(parts[j]);
+    if (!parts[j].starts_with("flags=")) return err::shebang_option(parts[j]);
     std::string_view list = parts[j].substr(6);
     size_t at = 0;
     while (at <= list.size()) {
@@ -1048,7 +1049,7 @@ std::string parse_script_flags(std::string_view body, ScriptFlags* flags) {
       else if (f == "allow-stale") flags->allow_stale = true;
       else if (f == "no-cluster") flags->no_cluster = true;
       else if (f == "allow-cross-slot-keys") flags->allow_cross_slot_keys = true;
-      else return "ERR Unexpected flag in script shebang: " + std::string(f);
+      else return err::shebang_flag(f);
     }
   }
   return {};
