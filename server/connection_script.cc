@@ -36,6 +36,16 @@ asio::awaitable<Connection::Outcome> Connection::finish_script() {
       asio::use_awaitable);
   // A write that superseded SSD records is acknowledged once their removal is written.
   if (result.ssd_ticket != 0 && server_.ssd() != nullptr) co_await ssd_wait(result.ssd_ticket);
+  // The commands it ran count in INFO commandstats, as Redis counts them (this thread owns the
+  // counters).
+  WorkerStats& stats = worker_.stats;
+  for (const ScriptCommandStat& c : result.calls) {
+    CommandCounters& counters = stats.command(c.id);
+    WorkerStats::bump(counters.calls);
+    WorkerStats::bump(counters.usec, c.us);
+    if (c.failed) WorkerStats::bump(counters.failed);
+    WorkerStats::bump(stats.commands);
+  }
   // The call's duration is the script's (stats, slowlog); the next command's starts now.
   command_end_ = std::chrono::steady_clock::now();
   call_us_ = static_cast<int64_t>(result.us);

@@ -137,6 +137,7 @@ class RunHost : public ScriptHost {
     resp::Request req(std::vector<std::string_view>(args.begin(), args.end()));
     CommandContext ctx{server_, *call_.conn, out, req, req.args(), now_ms_, server_.keyspace()};
     const resp::Writer::Mark mark = out.mark();
+    const auto start = std::chrono::steady_clock::now();
     try {
       spec->handler(ctx);
     } catch (const tiering::NeedRoom& e) {
@@ -153,6 +154,11 @@ class RunHost : public ScriptHost {
       out.error(err::kOom);
     }
     if (writes) applied_ = true;
+    calls_.push_back({spec->id,
+                      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::steady_clock::now() - start)
+                                                .count()),
+                      out.errors() != 0});
     bufs_.clear();
     out.buffers(&bufs_);
     for (const auto& b : bufs_) reply->append(b.data, b.size);
@@ -169,6 +175,7 @@ class RunHost : public ScriptHost {
   }
 
   uint64_t need_room() const { return need_room_; }
+  std::vector<ScriptCommandStat>& calls() { return calls_; }
   bool applied() const { return applied_; }
 
  private:
@@ -186,6 +193,7 @@ class RunHost : public ScriptHost {
   bool applied_ = false;
   std::vector<size_t> keys_;
   std::vector<resp::OutBuffer> bufs_;
+  std::vector<ScriptCommandStat> calls_;
 };
 
 }  // namespace
@@ -327,6 +335,7 @@ ScriptOutcome ScriptRunner::execute(ScriptCall& call, bool own_locks) {
       if (need == 0 || host.applied()) {
         out.reply = std::move(r.reply);
         out.error = r.error;
+        out.calls = std::move(host.calls());
         break;
       }
       running.wrote.store(false, std::memory_order_relaxed);

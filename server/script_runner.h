@@ -52,8 +52,17 @@ struct ScriptCall {
   Connection* conn = nullptr;  ///< the caller (suspended while the script runs)
 };
 
+/// One command a script ran (redis.call), for INFO commandstats: counted by the caller's I/O
+/// thread when the script is done, as Redis counts the commands a script calls.
+struct ScriptCommandStat {
+  uint32_t id;  ///< CommandSpec::id
+  uint64_t us;
+  bool failed;  ///< it replied an error
+};
+
 /// How a call ended.
 struct ScriptOutcome {
+  std::vector<ScriptCommandStat> calls;  ///< the commands it ran (in its last run)
   std::string reply;       ///< RESP bytes, or the error reply's text (without '-')
   bool error = false;
   uint64_t us = 0;         ///< run time, microseconds

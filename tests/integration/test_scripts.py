@@ -221,6 +221,22 @@ def test_read_only(same):
     same("GET", "k")
 
 
+def test_commandstats_count_the_commands_scripts_run(r, redis_srv):
+    """INFO commandstats counts a script's EVAL and the commands it ran (calls and failed
+    calls; times differ), as redis-server does."""
+    def story(c):
+        c.config_resetstat()
+        c.eval("redis.call('set', KEYS[1], 'x') redis.pcall('incr', KEYS[1]) "
+               "return redis.call('get', KEYS[1])", 1, "k")
+        c.eval("return redis.call('get', KEYS[1])", 1, "k")
+        stats = c.info("commandstats")
+        return {name: (v["calls"], v["failed_calls"]) for name, v in stats.items()
+                if name in ("cmdstat_eval", "cmdstat_set", "cmdstat_get", "cmdstat_incr")}
+    theirs = redis_srv.client()
+    assert story(r) == story(theirs) == {"cmdstat_eval": (2, 0), "cmdstat_set": (1, 0),
+                                         "cmdstat_get": (2, 0), "cmdstat_incr": (1, 1)}
+
+
 def test_config_names(same):
     """busy-reply-threshold and its old name lua-time-limit: Redis's names and default."""
     same("CONFIG", "GET", "busy-reply-threshold")
