@@ -108,6 +108,10 @@ const std::vector<Spec>& specs() {
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},
+      // Milliseconds a script runs before other clients touching its keys get -BUSY and SCRIPT
+      // KILL may stop it (docs/scripting.md). lua-time-limit is its old name (an alias).
+      {Key::kBusyReplyThreshold, "busy-reply-threshold", Type::kInt, "5000", true, 0, LONG_MAX},
+      {Key::kBusyReplyThreshold, "lua-time-limit", Type::kInt, "5000", true, 0, LONG_MAX},
       {Key::kHz, "hz", Type::kInt, "10", true, 1, 500},
       {Key::kDatabases, "databases", Type::kInt, "1", false, 1, 1},
       {Key::kLogLevel, "loglevel", Type::kEnum, "notice", true, 0, 0,

@@ -336,12 +336,21 @@ asio::awaitable<void> Connection::run() {
       pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
+        // While a script runs: a request that would lock a shard it holds waits here, on this
+        // coroutine (never blocking the thread), or gets -BUSY (connection_script.cc).
+        if (server_.scripts().any_running()) [[unlikely]] {
+          if (co_await busy_stage(req, batch_ms)) continue;
+        }
         // Every stage of the pipeline (server/pipeline.h); with the SSD tier, as a coroutine
         // that may wait for loads, room and the disk.
-        if (server_.ssd() == nullptr)
+        if (server_.ssd() == nullptr) {
           process(req, batch_ms);
-        else
+          // EVAL: its script runs on a script thread while this coroutine waits.
+          if (script_call_) [[unlikely]]
+            record_call(req, prepared_, co_await finish_script(), batch_ms);
+        } else {
           co_await process_tiered(req, batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
+        }
         if (wait_) co_await finish_wait();
         if (closed_.load(std::memory_order_relaxed)) break;
         if (close_after_reply_ || handoff_) break;

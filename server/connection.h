@@ -30,6 +30,7 @@
 #include "server/output_limit.h"
 #include "server/pipeline.h"
 #include "server/pubsub.h"
+#include "server/script_runner.h"
 #include "server/transaction.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
@@ -90,6 +91,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Appends the messages that arrived for this client to its pending replies (the loop does
   /// before each write; PUBLISH to put a message to itself before its reply, as Redis).
   void drain_mailbox();
+  /// EVAL's hand-over (cmd_script.cc): the pipeline runs `call` on a script thread while this
+  /// connection waits, then replies (connection_script.cc).
+  void defer_script(ScriptCall call) { script_call_.emplace(std::move(call)); }
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// READONLY (cluster mode): reads of the slots this node holds as a replica are served
@@ -156,6 +160,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool failed;
   };
   std::vector<ExecStat> exec_stats_;  // the running EXEC's commands
+  // Scripts (connection_script.cc). finish_script: runs the call EVAL deferred on a script
+  // thread, this coroutine waiting, and replies; the call's outcome for stage 8. busy_stage:
+  // while a script holds shards the request would lock, waits (this coroutine) until it is
+  // done or has run for busy-reply-threshold, then replies -BUSY; true when it replied.
+  asio::awaitable<Outcome> finish_script();
+  asio::awaitable<bool> busy_stage(const resp::Request& req, int64_t now_ms);
+  std::optional<ScriptCall> script_call_;
+  std::vector<size_t> busy_shards_, busy_keys_;
   // The writer's error observer: every error reply counts in total_error_replies and errorstats.
   static void count_error_reply(void* self, std::string_view text);
   bool room_for_write(int64_t now_ms);
@@ -176,6 +188,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Outcome call(const resp::Request& req, const PreparedCommand& cmd, int64_t now_ms);
   void record(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
               int64_t now_ms);
+  // record(), out of line: for the stages outside pipeline.cc (scripts).
+  void record_call(const resp::Request& req, const PreparedCommand& cmd, Outcome outcome,
+                   int64_t now_ms);
   asio::awaitable<void> run();
   // WAIT's suspension (suspend_for_wait); replies the count.
   asio::awaitable<void> finish_wait();

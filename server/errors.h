@@ -181,6 +181,104 @@ inline std::string exec_abort_because(std::string_view error) {
   return "EXECABORT Transaction discarded because of: " + std::string(error);
 }
 
+// ---- scripts (eval.c, script.c, script_lua.c) ----
+inline constexpr std::string_view kNoScript = "NOSCRIPT No matching script. Please use EVAL.";
+inline constexpr std::string_view kBusy =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+inline constexpr std::string_view kNotBusy = "NOTBUSY No scripts in execution right now.";
+inline constexpr std::string_view kUnkillable =
+    "UNKILLABLE Sorry the script already executed write commands against the dataset. You can "
+    "either wait the script termination or kill the server in a hard way using the SHUTDOWN "
+    "NOSAVE command.";
+inline constexpr std::string_view kNumkeysTooBig =
+    "ERR Number of keys can't be greater than number of args";
+inline constexpr std::string_view kNumkeysNegative = "ERR Number of keys can't be negative";
+inline constexpr std::string_view kScriptFlushOption =
+    "ERR SCRIPT FLUSH only support SYNC|ASYNC option";
+inline constexpr std::string_view kScriptWriteFlagRo =
+    "ERR Can not execute a script with write flag using *_ro command.";
+inline constexpr std::string_view kScriptOomFlag =
+    "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'";
+inline constexpr std::string_view kScriptNoCluster =
+    "ERR Can not run script on cluster, 'no-cluster' flag is set.";
+inline constexpr std::string_view kScriptDebugUsage = "ERR Use SCRIPT DEBUG YES/SYNC/NO";
+/// stratakv's own: the Lua debugger (SCRIPT DEBUG YES|SYNC, redis-cli --ldb) is not served.
+inline constexpr std::string_view kScriptDebugUnsupported =
+    "ERR SCRIPT DEBUG YES|SYNC is not supported: stratakv has no Lua debugger (docs/scripting.md)";
+// script_lua.c: what the `redis` API and the interpreter raise inside a script, as bare
+// messages (a script sees {err="ERR <message>"}; uncaught, the reply adds " script: ...").
+inline constexpr std::string_view kLuaNoArgs =
+    "Please specify at least one argument for this redis lib call";
+inline constexpr std::string_view kLuaBadArgType =
+    "Lua redis lib command arguments must be strings or integers";
+inline constexpr std::string_view kLuaLogArity =
+    "redis.log() requires two arguments or more.";
+inline constexpr std::string_view kLuaLogLevelType =
+    "First argument must be a number (log level).";
+inline constexpr std::string_view kLuaLogLevel =
+    "Invalid debug level.";
+inline constexpr std::string_view kLuaSetrespArity =
+    "redis.setresp() requires one argument.";
+inline constexpr std::string_view kLuaSetrespVersion =
+    "RESP version must be 2 or 3.";
+inline constexpr std::string_view kLuaSetReplArity =
+    "redis.set_repl() requires one argument.";
+inline constexpr std::string_view kLuaSetReplFlags =
+    "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.";
+inline constexpr std::string_view kLuaArity =
+    "wrong number of arguments";
+inline constexpr std::string_view kLuaArityOrType =
+    "wrong number or type of arguments";
+inline constexpr std::string_view kLuaKilled =
+    "Script killed by user with SCRIPT KILL...";
+inline constexpr std::string_view kLuaReadonlyTable =
+    "Attempt to modify a readonly table";
+/// stratakv's own: redis.call at a body's top level while it is compiled (never in Redis).
+inline constexpr std::string_view kLuaCallOutsideScript =
+    "redis.call is only available while a script runs";
+/// "Script attempted to access nonexistent global variable '<name>'" (the name appended).
+inline constexpr std::string_view kLuaNoGlobalPrefix =
+    "Script attempted to access nonexistent global variable '";
+inline constexpr std::string_view kLuaCompileError = "ERR Error compiling script (new function): ";
+inline constexpr std::string_view kLuaStackLimit = "ERR reached lua stack limit";
+// eval.c evalExtractShebangFlags.
+inline constexpr std::string_view kShebangInvalid = "ERR Invalid script shebang";
+inline constexpr std::string_view kShebangNoEngine = "ERR Invalid engine in script shebang";
+inline std::string shebang_engine(std::string_view e) {
+  return "ERR Unexpected engine in script shebang: " + std::string(e);
+}
+inline std::string shebang_option(std::string_view o) {
+  return "ERR Unknown lua shebang option: " + std::string(o);
+}
+inline std::string shebang_flag(std::string_view f) {
+  return "ERR Unexpected flag in script shebang: " + std::string(f);
+}
+/// "ERR Error running script <name>, <message>" (an error that is no error table).
+inline std::string lua_run_error(std::string_view name, std::string_view msg) {
+  return "ERR Error running script " + std::string(name) + ", " + std::string(msg.substr(0, 100));
+}
+// What redis.call refuses before running a command: bare messages, which the script sees as
+// {err="ERR <message>"} (script_lua.c luaPushError).
+inline constexpr std::string_view kScriptUnknownCommand = "Unknown Redis command called from script";
+inline constexpr std::string_view kScriptWrongArity =
+    "Wrong number of args calling Redis command from script";
+inline constexpr std::string_view kScriptNotAllowed = "This Redis command is not allowed from script";
+inline constexpr std::string_view kScriptWriteReadOnly =
+    "Write commands are not allowed from read-only scripts.";
+/// stratakv's own: a script runs atomically over the shards of its declared keys, so a key it
+/// did not declare in KEYS is refused (docs/scripting.md).
+inline std::string script_undeclared_key(std::string_view key) {
+  return "Script attempted to access key '" + std::string(key.substr(0, 128)) +
+         "' that is not in KEYS: a script may only touch the keys it declares (docs/scripting.md)";
+}
+/// stratakv's own: a command that reads or changes keys it names no key of (KEYS, SCAN,
+/// DBSIZE, FLUSHALL, INFO ...) or that needs the connection (KV.*) cannot run in a script.
+inline std::string script_keyless_command(std::string_view name) {
+  return "Script attempted to run '" + std::string(name) +
+         "', which touches keys a script cannot declare: a script may only touch the keys it "
+         "declares (docs/scripting.md)";
+}
+
 /// "ERR scatter-gather list is 10 bytes, total_length is 12" (KV.PUT/KV.MPUT).
 inline std::string sgl_length_mismatch(uint64_t sgl_bytes, uint64_t total_length) {
   return "ERR scatter-gather list is " + std::to_string(sgl_bytes) + " bytes, total_length is " +

@@ -338,6 +338,11 @@ bool Connection::subscribed_stage(const resp::Request& req, const PreparedComman
   return true;
 }
 
+void Connection::record_call(const resp::Request& req, const PreparedCommand& cmd,
+                             Outcome outcome, int64_t now_ms) {
+  record(req, cmd, outcome, now_ms);
+}
+
 // Whether a command runs at once inside MULTI (multi.c: processCommand's exceptions).
 static bool runs_inside_multi(const CommandSpec& spec) {
   const std::string& n = spec.full_name;
@@ -407,7 +412,10 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
     return record(req, cmd, Outcome::kRejected, now_ms);
   }
   // 6. The handler. 7. Write events: the keyspace tells its observers. 8. Stats, slowlog.
-  record(req, cmd, call(req, cmd, now_ms), now_ms);
+  const Outcome outcome = call(req, cmd, now_ms);
+  // EVAL handed its script over: the connection's loop runs it (finish_script) and records.
+  if (script_call_) [[unlikely]] return;
+  record(req, cmd, outcome, now_ms);
 }
 
 asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64_t& now_ms,
@@ -459,6 +467,8 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
       }
       if (cmd.writes && !room && !room_for_write(now_ms)) writer_.error(err::kOom);
       else outcome = call(req, cmd, now_ms);  // 6. The handler.
+      // EVAL's script runs on a script thread, the values of its keys pinned meanwhile.
+      if (script_call_) outcome = co_await finish_script();
     }
   }
   // 7. Write events: the keyspace tells its observers (the SSD tier queues its ops); a reply

@@ -59,7 +59,8 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       cron_timer_(main_io_),
       signals_(main_io_, SIGINT, SIGTERM),
       start_ms_(tiering::now_ms()),
-      run_id_(random_hex(40)) {
+      run_id_(random_hex(40)),
+      scripts_(*this) {
   cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
   replication_ = std::make_unique<Replication>(*this);
   // In cluster mode the topology says whom this node replicates (docs/replication.md).
@@ -79,9 +80,13 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
   sync_eviction_options();
   size_t n = static_cast<size_t>(config_.num(Key::kThreads));
   for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(commands_.size()));
+  // Scripts run off the I/O threads (docs/scripting.md): as many script threads as I/O
+  // threads, at least 2, so a long script does not hold up the scripts of other keys.
+  scripts_.start(std::max<size_t>(2, n));
 }
 
 Server::~Server() {
+  scripts_.stop();
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
 }
@@ -317,6 +322,8 @@ void Server::run() {
     w->io.stop();
     if (w->thread.joinable()) w->thread.join();
   }
+  // Running scripts are stopped (SHUTDOWN NOSAVE during a busy script) and their threads joined.
+  scripts_.stop();
   stop_ssd_tier();
   std::string path = config_.str(Key::kUnixSocket);
   if (!path.empty()) ::unlink(path.c_str());

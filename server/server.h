@@ -22,6 +22,7 @@
 #include "server/command.h"
 #include "server/command_stats.h"
 #include "server/config.h"
+#include "server/script_runner.h"
 #include "server/cluster_state.h"
 #include "server/keyspace_events.h"
 #include "server/pubsub.h"
@@ -110,6 +111,8 @@ class Server {
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
   Slowlog& slowlog() { return slowlog_; }
+  /// The script cache and the script threads (EVAL, SCRIPT). Thread-safe.
+  ScriptRunner& scripts() { return scripts_; }
   /// Who WATCHes which key (an observer of the keyspace). Thread-safe.
   WatchRegistry& watches() { return watches_; }
   /// Pub/Sub's registry of subscriptions (server/pubsub.h). Thread-safe.
@@ -261,6 +264,7 @@ class Server {
   uint16_t tcp_port_ = 0;
   uint64_t last_ops_ = 0;
   int64_t last_ops_ms_ = 0;
+  ScriptRunner scripts_;  // its threads run commands: stopped in run() and before the rest
   // Last: destroyed first (the tier refers to the keyspace; the pool's jobs to the tier).
   std::unique_ptr<tiering::SsdTier> ssd_;
   std::atomic<uint64_t> room_claimed_{0};  // RoomClaim

@@ -168,6 +168,7 @@ uint64_t Evictor::evict_ttl(int64_t now) {
   std::string best_key;
   for (size_t i = 0; i < ks_.shard_count(); ++i) {
     Shard& shard = ks_.shard(i);
+    if (shard.mu.held_long()) continue;  // a script holds it: never wait for one
     std::lock_guard lock(shard.mu);
     const Shard::Item* item =
         shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i.second); });
@@ -187,6 +188,7 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (start + k) % n;
     Shard& shard = ks_.shard(i);
+    if (shard.mu.held_long()) continue;
     std::string key;
     {
       std::lock_guard lock(shard.mu);
@@ -214,6 +216,7 @@ uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
     std::vector<Candidate> best;
     for (size_t i = 0; i < ks_.shard_count(); ++i) {
       Shard& shard = ks_.shard(i);
+      if (shard.mu.held_long()) continue;
       std::lock_guard lock(shard.mu);
       for (const Shard::Item& item : shard.map()) {
         const auto& [key, e] = item;
@@ -248,6 +251,7 @@ void Evictor::fill_pool(const EvictionOptions& o, int64_t now) {
   for (size_t s = 0; s < o.samples; ++s) {
     const size_t i = rng_() % n;
     Shard& shard = ks_.shard(i);
+    if (shard.mu.held_long()) continue;
     std::lock_guard lock(shard.mu);
     if (shard.size() == 0) continue;
     const Shard::Item* item = shard.map().random_node(rng_);
@@ -274,6 +278,7 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
   ValueRef victim;  // released after the shard lock drops
   {
     Shard& shard = ks_.shard(i);
+    if (shard.mu.held_long()) return 0;
     std::lock_guard lock(shard.mu);
     Shard::Item* item = shard.find(key, now);
     if (item == nullptr || (volatile_only && item->second.expire_ms == 0)) return 0;

@@ -22,8 +22,10 @@ namespace tiering {
 /// The locked shards of one transaction, re-entrant for its thread. Not thread-safe.
 class ExecLock {
  public:
-  /// Locks the shards of `keys` (repeats allowed), or every shard when `all`.
-  ExecLock(Keyspace& ks, std::span<const std::string_view> keys, bool all);
+  /// Locks the shards of `keys` (repeats allowed), or every shard when `all`. `long_hold`: the
+  /// holder may keep them for long (a script): they are marked (ShardMutex::mark_long) before
+  /// they are locked and until they are unlocked, so the cron and the evictor skip them.
+  ExecLock(Keyspace& ks, std::span<const std::string_view> keys, bool all, bool long_hold = false);
   /// Uninstalls, unlocks (descending), then frees the values the transaction released.
   ~ExecLock();
   ExecLock(const ExecLock&) = delete;
@@ -35,6 +37,7 @@ class ExecLock {
  private:
   Keyspace& ks_;
   std::vector<size_t> locked_;
+  bool long_hold_;
   ShardMutex::Reentrant reentrant_;
   std::vector<ValueRef> garbage_;  // declared last of the state it frees: see ~ExecLock
 };

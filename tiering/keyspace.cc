@@ -417,6 +417,7 @@ void Keyspace::set_passive_expiry(bool passive) {
 size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {
   size_t removed = 0;
   for (auto& s : shards_) {
+    if (s->mu.held_long()) continue;  // a script holds it: next tick
     std::lock_guard lock(s->mu);
     removed += s->expire_due(now, budget_per_shard);
     s->prune_leases(now);
@@ -427,6 +428,7 @@ size_t Keyspace::active_expire(int64_t now, size_t budget_per_shard) {
 size_t Keyspace::rehash_step(size_t buckets_per_shard) {
   size_t busy = 0;
   for (auto& s : shards_) {
+    if (s->mu.held_long()) continue;
     std::lock_guard lock(s->mu);
     busy += s->rehash_step(buckets_per_shard);
   }

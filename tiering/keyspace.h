@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -118,12 +119,18 @@ class ShardMutex {
   }
   /// Shard locks the calling thread holds now (a re-entrant lock counts again).
   static int held_by_this_thread() { return held_; }
+  /// Holders that may keep this shard for long (a script: ExecLock with long_hold), counted
+  /// before they lock it and until they unlocked it. The cron and the evictor skip such a shard
+  /// rather than wait for it, and the server's pipeline does not block an I/O thread on it.
+  void mark_long(int delta) { long_holders_.fetch_add(delta, std::memory_order_relaxed); }
+  bool held_long() const { return long_holders_.load(std::memory_order_relaxed) != 0; }
   /// The calling thread's transaction shards (null: none). See Reentrant.
   static const Reentrant* reentrant() { return reentrant_; }
   static void set_reentrant(const Reentrant* r) { reentrant_ = r; }
 
  private:
   std::mutex mu_;
+  std::atomic<int> long_holders_{0};
   static inline thread_local int held_ = 0;
   static inline thread_local const Reentrant* reentrant_ = nullptr;
 };

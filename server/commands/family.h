@@ -6,6 +6,7 @@
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
 // cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...),
 // cmd_pubsub.cc (SUBSCRIBE, PUBLISH, PUBSUB, ...).
+// cmd_script.cc (EVAL, SCRIPT).
 #pragma once
 
 #include <initializer_list>
@@ -73,6 +74,8 @@ void register_kv_family(CommandTable& table);
 void register_cluster_family(CommandTable& table);
 void register_transaction_family(CommandTable& table);
 void register_bit_family(CommandTable& table);
+/// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (cmd_script.cc).
+void register_script_family(CommandTable& table);
 /// REPLICAOF, SLAVEOF, ROLE, WAIT, REPLCONF, PSYNC (cmd_replication.cc).
 void register_replication_family(CommandTable& table);
 /// SUBSCRIBE, PUBLISH, PUBSUB ... (cmd_pubsub.cc).

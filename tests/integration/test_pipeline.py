@@ -208,6 +208,17 @@ SAMPLES = {
     "pubsub|shardchannels": (["PUBSUB", "SHARDCHANNELS"], None),
     "pubsub|shardnumsub": (["PUBSUB", "SHARDNUMSUB", "c"], None),
     "pubsub|help": (["PUBSUB", "HELP"], None),
+    "eval": (["EVAL", "return 1", "2", "a", "b", "x"], ["a", "b"]),
+    "evalsha": (["EVALSHA", "f" * 40, "1", "a", "x"], ["a"]),
+    "eval_ro": (["EVAL_RO", "return 1", "1", "a"], ["a"]),
+    "evalsha_ro": (["EVALSHA_RO", "f" * 40, "2", "a", "b"], ["a", "b"]),
+    "script": CONTAINER,
+    "script|load": (["SCRIPT", "LOAD", "return 1"], None),
+    "script|exists": (["SCRIPT", "EXISTS", "x"], None),
+    "script|flush": (["SCRIPT", "FLUSH"], None),
+    "script|kill": (["SCRIPT", "KILL"], None),
+    "script|help": (["SCRIPT", "HELP"], None),
+    "script|debug": (["SCRIPT", "DEBUG", "NO"], None),
 }
 
 # Commands whose COMMAND entry has keys that COMMAND GETKEYS does not give: shard channels,
