@@ -13,6 +13,7 @@
 
 #include "server/connection.h"
 #include "server/errors.h"
+#include "server/keyspace_events.h"
 #include "server/log.h"
 #include "server/replication.h"
 #include "server/server.h"
@@ -139,6 +140,8 @@ class RunHost : public ScriptHost {
     const resp::Writer::Mark mark = out.mark();
     const auto start = std::chrono::steady_clock::now();
     try {
+      // Keyspace notifications name the script's command (setrange, append ...), as EXEC's.
+      KeyspaceEvents::CommandScope events(server_.keyspace_events(), spec);
       spec->handler(ctx);
     } catch (const tiering::NeedRoom& e) {
       if (!applied_) {
