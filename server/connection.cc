@@ -297,7 +297,11 @@ asio::awaitable<void> Connection::finish_wait() {
   const PendingWait w = *wait_;
   wait_.reset();
   Replication& repl = server_.replication();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(w.timeout_ms);
+  // A client's timeout may be up to INT64_MAX ms: past a year it is as good as none (0), and
+  // adding it to the clock would overflow.
+  constexpr int64_t kYearMs = int64_t{365} * 24 * 3600 * 1000;
+  const int64_t timeout_ms = w.timeout_ms > kYearMs ? 0 : w.timeout_ms;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   wait_timer_ = std::make_shared<asio::steady_timer>(worker_.io);
   // An ACK that satisfies the wait cancels the timer, on this connection's thread.
   const uint64_t id = repl.wait_for(w.offset, w.needed, [t = wait_timer_, ex = worker_.io.get_executor()] {
@@ -306,7 +310,7 @@ asio::awaitable<void> Connection::finish_wait() {
   // Woken each second to notice a client gone (WAIT 0 waits without limit).
   while (!closed_.load(std::memory_order_relaxed) && repl.acked(w.offset) < w.needed) {
     auto step = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    if (w.timeout_ms > 0) {
+    if (timeout_ms > 0) {
       if (std::chrono::steady_clock::now() >= deadline) break;
       step = std::min(step, deadline);
     }

@@ -50,7 +50,7 @@ void Replication::start() {
   replicate_from(host, static_cast<uint16_t>(port));
 }
 
-void Replication::stop() {
+void Replication::close_links() {
   std::unique_ptr<cluster::ReplicaLink> link;
   std::vector<std::unique_ptr<cluster::ReplicaFeed>> feeds;
   {
@@ -61,6 +61,10 @@ void Replication::stop() {
   // Joined outside mu_: their threads call back into this object.
   link.reset();
   feeds.clear();
+}
+
+void Replication::stop() {
+  close_links();
   std::lock_guard lock(mu_);
   if (backlog_ && backlog_observes_) {
     server_.keyspace().remove_observer(backlog_.get());
@@ -92,16 +96,8 @@ void Replication::ensure_backlog(uint64_t start_offset) {
 }
 
 void Replication::replicate_from(const std::string& host, uint16_t port) {
-  std::unique_ptr<cluster::ReplicaLink> old_link;
-  std::vector<std::unique_ptr<cluster::ReplicaFeed>> old_feeds;
-  {
-    std::lock_guard lock(mu_);
-    old_link = std::move(link_);
-    // Our replicas reconnect and resync against the new history (Redis drops them too).
-    old_feeds = std::move(feeds_);
-  }
-  old_link.reset();
-  old_feeds.clear();
+  // Our replicas reconnect and resync against the new history (Redis drops them too).
+  close_links();
 
   std::lock_guard lock(mu_);
   uint64_t offset = 0;

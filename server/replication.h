@@ -107,6 +107,8 @@ class Replication {
     int needed;
     std::function<void()> wake;
   };
+  // Stops the link to the primary and every feed, joining their threads outside mu_.
+  void close_links();
   // Creates the backlog (and registers it as an observer on a primary) if missing. mu_ held.
   void ensure_backlog(uint64_t start_offset);
   // The link's relay and sync callbacks.

@@ -216,6 +216,15 @@ def test_wait_and_role(pair):
     with pytest.raises(Exception) as e:
         p.execute_command("WAIT", 1, -1)
     assert str(e.value) == "timeout is negative"
+    # A timeout of INT64_MAX ms waits (no overflow into an expired deadline), and other
+    # clients are served meanwhile.
+    from resp_util import RawConn
+    w = RawConn(primary.host, primary.port, timeout=0.5)
+    w.sock.sendall(b"*3\r\n$4\r\nWAIT\r\n$1\r\n2\r\n$19\r\n9223372036854775807\r\n")
+    with pytest.raises(OSError):
+        w.read_reply()
+    assert p.ping()
+    w.close()
 
 
 def test_same_replies_as_redis(pair):
