@@ -164,11 +164,13 @@ void Migrations::stop() {
 
 void Migrations::on_view(const std::shared_ptr<const ClusterView>& view) {
   // A node hides the keys of the slots another shard serves: a target's import until the
-  // handover, a source's copy until the janitor has dropped it.
+  // handover, a source's copy until the janitor has dropped it. Only where migrations run
+  // (etcd mode): a static topology's slots move only by hand (DEBUG SET-SLOT-OWNER).
   tiering::Keyspace& ks = server_.keyspace();
+  const bool migrations = server_.cluster().etcd_options() != nullptr;
   for (uint32_t slot = 0; slot < cluster::kSlots; ++slot) {
     const uint16_t owner = view->slots.shard_of(static_cast<uint16_t>(slot));
-    const bool hide = view->my_shard >= 0 && owner != cluster::SlotMap::kNoShard &&
+    const bool hide = migrations && view->my_shard >= 0 && owner != cluster::SlotMap::kNoShard &&
                       owner != static_cast<uint16_t>(view->my_shard);
     if (ks.hidden(static_cast<uint16_t>(slot)) != hide) ks.set_hidden(static_cast<uint16_t>(slot), hide);
   }

@@ -197,7 +197,9 @@ def test_move_slots_under_load_nothing_lost(etcd):
         mid = cl.start_migration(source, target, 100, 163)
         # Until the handover the target hides what it imports.
         hidden_checks = 0
+        deadline = time.monotonic() + 120
         while cl.state(mid) == "streaming":
+            assert time.monotonic() < deadline, "the migration did not compl"
             tc = target.client()
             assert tc.dbsize() == 0
             assert tc.keys("*") == []
