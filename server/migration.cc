@@ -652,6 +652,8 @@ void Migrations::janitor(const ClusterView& view) {
     }
     if (ks.count_in_slot(slot) == 0) stale_.pop_back();
   }
+  std::lock_guard lock(mu_);
+  stale_left_ = stale_.size();
 }
 
 void Migrations::record(Record r) {
@@ -726,6 +728,7 @@ void Migrations::info(std::string* out) const {
   field("migration_handovers", handovers_);
   field("migration_rollbacks", rollbacks_);
   field("migration_janitor_keys", janitor_keys_);
+  field("migration_janitor_slots", stale_left_);
   field("migration_last_pause_us", pauses_us_.empty() ? 0 : static_cast<uint64_t>(pauses_us_.back()));
   int64_t max = 0;
   for (int64_t p : pauses_us_) max = std::max(max, p);

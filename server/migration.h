@@ -124,6 +124,7 @@ class Migrations {
   std::set<std::string> gave_up_;      // imports ended for lack of room
   int64_t last_orphan_check_ms_ = 0;   // check_orphans (thread only)
   std::vector<uint16_t> stale_;        // the janitor's slots (thread only)
+  size_t stale_left_ = 0;              // stale_.size() for INFO (mu_)
   uint64_t stale_version_ = 0;         // the view version stale_ was made from
   std::vector<Record> records_;        // finished, oldest first
   uint64_t handovers_ = 0, rollbacks_ = 0, janitor_keys_ = 0;
