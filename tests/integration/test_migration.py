@@ -45,19 +45,25 @@ class Cluster:
     """`shards` primaries created by stratakv-admin, plus `empty` nodes added as new shards
     that serve no slot yet."""
 
-    def __init__(self, etcd, shards, empty=1, **config):
+    def __init__(self, etcd, shards, empty=1, replicas=0, ssd=False, **config):
         self.etcd = etcd
         self.prefix = "/stratakv/m%d" % random.randrange(1 << 30)
         self.nodes = []
-        for _ in range(shards + empty):
+        first = shards * (1 + replicas)
+        for _ in range(first + empty):
             srv = Server(cluster_enabled="yes", cluster__etcd__endpoints=etcd.endpoint,
                          cluster__etcd__prefix=self.prefix, cluster__etcd__lease_ttl=LEASE_TTL,
                          port=free_port(), **config)
+            if ssd:  # a small memory over an SSD tier of its own: most values live on SSD
+                srv.config.update({"tiering.ssd.enabled": "yes",
+                                   "tiering.ssd.path": str(srv.workdir / "ssd"),
+                                   "memory.capacity": "64mb", "maxmemory": "16mb"})
             self.nodes.append(srv)
-        for srv in self.nodes[:shards]:
+        for srv in self.nodes[:first]:
             srv.start()
-        admin(etcd, self.prefix, "create", "--shards", str(shards), "--wait", "20")
-        for srv in self.nodes[shards:]:
+        admin(etcd, self.prefix, "create", "--shards", str(shards), "--replicas", str(replicas),
+              "--wait", "20")
+        for srv in self.nodes[first:]:
             srv.start()
             wait_until("registration", lambda: any(
                 b'"port":%d' % srv.port in v for v in etcd.get_prefix(self.prefix + "/nodes/").values()))
@@ -65,6 +71,13 @@ class Cluster:
         for srv in self.nodes:
             wait_until("cluster_state ok", lambda: srv.client().info("cluster")["cluster_state"] == "ok")
             wait_until("writes accepted", lambda: srv.client().info("cluster")["cluster_fenced"] == 0)
+            if srv.client().info("cluster")["cluster_my_role"] == "replica":
+                wait_until("replica link", lambda: srv.client().info("replication").get(
+                    "master_link_status") == "up")
+
+    def primaries(self):
+        return [srv for srv in self.nodes if srv.proc is not None and srv.proc.poll() is None and
+                srv.client().info("cluster")["cluster_my_role"] == "primary"]
 
     def topology(self):
         value, _ = self.etcd.get(self.prefix + "/topology")
@@ -303,5 +316,56 @@ def test_target_killed_rolls_back(etcd):
         rc.set("after", "x")
         assert rc.get("after") == b"x"
         rc.close()
+    finally:
+        cl.stop()
+
+
+def test_ssd_resident_keys_move_byte_exact(etcd):
+    cl = Cluster(etcd, shards=1, empty=1, ssd=True)
+    try:
+        source, target = cl.nodes
+        rc = RedisCluster(host="127.0.0.1", port=source.port, socket_timeout=20)
+        data = slot_keys(rc, range(0, 16), 48, [64 * 1024])  # 48 MiB over 16 MiB of memory
+        on_ssd = sum(1 for k in data if source.client().execute_command("TIER", k) == b"ssd")
+        assert on_ssd > len(data) // 2, on_ssd
+        mid = cl.start_migration(source, target, 0, 15)
+        wait_until("done", lambda: cl.state(mid) == "done")
+        rc2 = RedisCluster(host="127.0.0.1", port=target.port, socket_timeout=20)
+        for k, v in data.items():
+            assert rc2.get(k) == v, k
+        row = next(r for r in migrations(source) if r["id"] == mid)
+        assert row["keys"] == len(data) and row["bytes"] == sum(len(v) for v in data.values())
+        print("moved %d keys, %d of them from SSD" % (len(data), on_ssd))
+        rc.close()
+        rc2.close()
+    finally:
+        cl.stop()
+
+
+def test_source_failover_mid_migration_resumes(etcd):
+    cl = Cluster(etcd, shards=1, replicas=1, empty=1)
+    try:
+        source = cl.serving(0)
+        replica = next(s for s in cl.nodes[:2] if s is not source)
+        target = cl.nodes[2]
+        rc = RedisCluster(host="127.0.0.1", port=source.port, socket_timeout=20)
+        data = slot_keys(rc, range(0, 32), 8, [256 * 1024])
+        assert source.client().execute_command("WAIT", 1, 5000) == 1
+        source.client().execute_command("DEBUG", "MIGRATION-HOLD", "1")  # no handover on it
+        mid = cl.start_migration(source, target, 0, 31)
+        wait_until("the copy complete", lambda: any(
+            r.get("role") == "export" and r.get("state") == "streaming" for r in migrations(source)))
+        source.proc.kill()
+        source.proc.wait()
+        source.stop()
+        # The replica takes over; the target links to it and the copy starts again there.
+        wait_until("promoted", lambda: replica.client().info("cluster")["cluster_my_role"] == "primary")
+        wait_until("done", lambda: cl.state(mid) == "done", timeout=90)
+        rc2 = RedisCluster(host="127.0.0.1", port=target.port, socket_timeout=20)
+        for k, v in data.items():
+            assert rc2.get(k) == v, k
+        wait_until("old copy dropped", lambda: replica.client().info("cluster")[
+            "migration_janitor_slots"] == 0 and replica.client().info("cluster")["migration_janitor_keys"] > 0)
+        rc2.close()
     finally:
         cl.stop()
