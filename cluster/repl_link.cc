@@ -253,9 +253,13 @@ void ReplicaLink::session() {
   std::string error;
   const int fd = dial(options_.host, options_.port, stop_, &error);
   if (fd < 0) {
-    log(true, "cannot connect: " + error);
+    // Tried once a second: said at the first failure, then once a minute.
+    if (failed_connects_++ % 60 == 0)
+      log(true, "cannot connect: " + error +
+                    (failed_connects_ > 1 ? " (" + std::to_string(failed_connects_) + " attempts)" : ""));
     return;
   }
+  failed_connects_ = 0;
   set_timeout(fd, SO_RCVTIMEO, 1000);
   set_timeout(fd, SO_SNDTIMEO, options_.timeout_ms);
   fd_.store(fd);

@@ -141,6 +141,7 @@ class ReplicaLink {
   std::vector<char> rbuf_;
   size_t rpos_ = 0, rend_ = 0;
   std::string key_;  // the frame's key (reused)
+  uint64_t failed_connects_ = 0;  // connection attempts failed in a row (the log's throttle)
 };
 
 }  // namespace cluster

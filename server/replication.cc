@@ -281,6 +281,11 @@ bool Replication::promotable() const {
   return !replica_.load() || (link_ && link_->synced());
 }
 
+uint64_t Replication::backlog_bytes() const {
+  std::lock_guard lock(mu_);
+  return backlog_ ? backlog_->held_bytes() : 0;
+}
+
 uint64_t Replication::offset() const {
   std::lock_guard lock(mu_);
   return backlog_ ? backlog_->offset() : 0;

@@ -88,6 +88,8 @@ class Replication {
   uint64_t offset() const;
   /// Replicas that acknowledged every byte before `offset`.
   int acked(uint64_t offset) const;
+  /// Bytes of frames the backlog holds, values counted (MEMORY STATS replication.backlog).
+  uint64_t backlog_bytes() const;
   /// Connected replicas (INFO connected_slaves).
   int replica_count() const;
   /// Calls `wake` (from any thread) once `needed` replicas acknowledged `offset`; returns an id

@@ -12,6 +12,7 @@
 #include "server/arg_parser.h"
 #include "server/errors.h"
 #include "server/commands/family.h"
+#include "server/replication.h"
 #include "server/server.h"
 #include "tiering/key_lock.h"
 #include "tiering/allocator.h"
@@ -84,7 +85,7 @@ void cmd_memory_stats(CommandContext& ctx) {
   auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
   const std::vector<Field> fields = {
       {"peak.allocated", i64(peak)}, {"total.allocated", i64(total)},
-      {"startup.allocated", i64(startup)}, {"replication.backlog", int64_t{0}},
+      {"startup.allocated", i64(startup)}, {"replication.backlog", i64(ctx.server.replication().backlog_bytes())},
       {"clients.slaves", int64_t{0}}, {"clients.normal", i64(clients)},
       {"cluster.links", int64_t{0}}, {"aof.buffer", int64_t{0}}, {"lua.caches", int64_t{0}},
       {"functions.caches", int64_t{0}},
