@@ -49,6 +49,8 @@ enum CommandFlag : uint32_t {
   kSkipSlowlog = 1 << 12,
   /// A Pub/Sub command (Redis's CMD_PUBSUB).
   kPubSub = 1 << 13,
+  /// Not shown to MONITOR (Redis's CMD_SKIP_MONITOR); admin commands never are either.
+  kSkipMonitor = 1 << 14,
 };
 
 /// Everything a handler needs for one call. Valid only during the call.

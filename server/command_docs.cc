@@ -109,8 +109,8 @@ void reply_flags(resp::Writer& out, uint32_t flags, bool movable) {
   static constexpr std::pair<uint32_t, std::string_view> kNames[] = {
       {kWrite, "write"}, {kReadonly, "readonly"}, {kDenyOom, "denyoom"},
       {kAdmin, "admin"}, {kPubSub, "pubsub"}, {kNoScript, "noscript"}, {kLoading, "loading"},
-      {kStale, "stale"}, {kSkipSlowlog, "skip_slowlog"}, {kFast, "fast"}, {kNoAuth, "no_auth"},
-      {kAllowBusy, "allow_busy"},
+      {kStale, "stale"}, {kSkipMonitor, "skip_monitor"}, {kSkipSlowlog, "skip_slowlog"},
+      {kFast, "fast"}, {kNoAuth, "no_auth"}, {kAllowBusy, "allow_busy"},
   };
   size_t n = movable ? 1 : 0;
   for (const auto& [bit, name] : kNames) n += (flags & bit) ? 1 : 0;

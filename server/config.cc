@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cstdlib>
 #include <cstdio>
 #include <thread>
@@ -108,6 +109,10 @@ const std::vector<Spec>& specs() {
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},
+      // LATENCY's monitor (server/latency.h): spikes of at least this many ms are recorded
+      // per event; 0 = off (nothing measured).
+      {Key::kLatencyMonitorThreshold, "latency-monitor-threshold", Type::kInt, "0", true, 0,
+       LLONG_MAX},
       // Milliseconds a script runs before other clients touching its keys get -BUSY and SCRIPT
       // KILL may stop it (docs/scripting.md). lua-time-limit is its old name (an alias).
       {Key::kBusyReplyThreshold, "busy-reply-threshold", Type::kInt, "5000", true, 0, LONG_MAX},

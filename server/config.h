@@ -67,6 +67,7 @@ enum class Key {
   kRdmaTimeout,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
+  kLatencyMonitorThreshold,
   kBusyReplyThreshold,
   kHz,
   kDatabases,

@@ -44,7 +44,8 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
 
 Connection::~Connection() {
   // No publisher calls into this connection once its mailbox is closed (pubsub_'s destructor
-  // then drops the subscriptions).
+  // then drops the subscriptions), nor does a command's feed once it left the monitors.
+  stop_monitor();
   if (Subscriber* box = pubsub_.mailbox()) box->close();
   for (int fd : passed_fds) ::close(fd);
 }
@@ -83,13 +84,38 @@ void Connection::drain_mailbox() {
   Subscriber* box = pubsub_.mailbox();
   if (box == nullptr || !box->pending()) return;
   box->take(&inbox_);
-  // One encoded message for every subscriber: its first byte says RESP2 array or RESP3 push.
-  const std::string_view type = protocol() >= 3 ? ">" : "*";
+  // One encoded message for every subscriber: its first byte says RESP2 array or RESP3 push
+  // (a MONITOR line's is '+' in both).
+  const int proto = protocol();
   for (const MessageRef& m : inbox_) {
-    writer_.raw(type);
+    const char type = m->type(proto);
+    writer_.raw(std::string_view(&type, 1));
     writer_.raw_ref(m->body(), m.keepalive());
   }
   inbox_.clear();
+}
+
+bool Connection::start_monitor() {
+  if (monitoring()) return false;
+  ensure_mailbox();
+  server_.monitors().add(pubsub_.mailbox_owner());
+  monitoring_.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+void Connection::stop_monitor() {
+  if (!monitoring()) return;
+  server_.monitors().remove(pubsub_.mailbox());
+  monitoring_.store(false, std::memory_order_relaxed);
+}
+
+void Connection::feed_monitors(std::span<const std::string_view> args) {
+  // replicationFeedMonitors: "unix:<unixsocket>" for a Unix socket client, else its ip:port.
+  if (is_unix_) {
+    server_.monitors().feed("unix:" + server_.config().str(Key::kUnixSocket), args);
+    return;
+  }
+  server_.monitors().feed(peer_, args);
 }
 
 bool Connection::over_output_limit(size_t bytes) {
@@ -229,9 +255,11 @@ std::string Connection::describe(int64_t now_ms) const {
   s += " name=" + name_;
   s += " age=" + std::to_string((now_ms - created_ms_) / 1000);
   s += " idle=" + std::to_string(idle_ms(now_ms) / 1000);
-  // Redis's flag letters, in its order (catClientInfoString): P pubsub, x MULTI, e no-evict.
+  // Redis's flag letters, in its order (catClientInfoString): O monitor, P pubsub, x MULTI,
+  // e no-evict.
   const int64_t multi = txn.queued_count();
   std::string flags;
+  if (monitoring()) flags += 'O';
   if (pubsub_.active()) flags += 'P';
   if (multi >= 0) flags += 'x';
   if (no_evict) flags += 'e';
@@ -451,8 +479,9 @@ asio::awaitable<void> Connection::run() {
     const int fd = socket_.release(ec);
     if (!ec) handoff_(fd);
   }
-  // Closed: no more messages, no more subscriptions; end this client's leases, release what
-  // the partial request held, and leave the registry.
+  // Closed: no more messages, no more subscriptions nor monitoring; end this client's leases,
+  // release what the partial request held, and leave the registry.
+  stop_monitor();
   if (Subscriber* box = pubsub_.mailbox()) box->close();
   pubsub_.unsubscribe_all();
   const int64_t now = tiering::now_ms();

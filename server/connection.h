@@ -88,6 +88,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Redis's RESP2 subscribed mode: a subscription and RESP2, where only (P|S)SUBSCRIBE,
   /// (P|S)UNSUBSCRIBE, PING, QUIT and RESET run (RESP3 clients may run anything).
   bool subscribed_resp2() const { return pubsub_.active() && protocol() == 2; }
+  /// MONITOR (server/monitor.h): from now on every command other clients run streams to this
+  /// client, through its mailbox. False when it monitors already (Redis then replies nothing).
+  bool start_monitor();
+  /// Ends MONITOR (RESET; closing does it too).
+  void stop_monitor();
+  /// Whether this client is a monitor. Any thread.
+  bool monitoring() const { return monitoring_.load(std::memory_order_relaxed); }
+  /// Feeds the command `args` this client ran to the monitors, as coming from this client
+  /// (its "ip:port", or "unix:<path>"). Call only when Server::monitors().active().
+  void feed_monitors(std::span<const std::string_view> args);
   /// Appends the messages that arrived for this client to its pending replies (the loop does
   /// before each write; PUBLISH to put a message to itself before its reply, as Redis).
   void drain_mailbox();
@@ -242,6 +252,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int64_t> last_ms_;
   std::atomic<int> resp_{2};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> monitoring_{false};
   struct PendingWait {
     uint64_t offset;
     int needed;

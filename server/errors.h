@@ -114,6 +114,13 @@ inline constexpr std::string_view kInvalidArguments = "ERR Invalid arguments spe
 inline constexpr std::string_view kNoShutdown = "ERR No shutdown in progress.";
 inline constexpr std::string_view kSlowlogCount = "ERR count should be greater than or equal to -1";
 
+// latency.c, replication.c (MONITOR).
+inline std::string latency_no_samples(std::string_view event) {
+  return "ERR No samples available for event '" + std::string(event) + "'";
+}
+inline constexpr std::string_view kMonitorDenyBlocking =
+    "ERR MONITOR isn't allowed for DENY BLOCKING client";
+
 // ---- stratakv's own texts (no Redis counterpart) ----
 
 // The fast path (docs/fast-path.md): KV.REGISTER, KV.CONNECT, KV.MPUT/KV.MGET.

@@ -108,11 +108,14 @@ void Connection::exec(CommandContext& ctx) {
   }
   // Stats of the queued commands, counted once the transaction ran (Redis counts each call).
   // So does the slowlog (EXEC itself is kSkipSlowlog).
+  // So does LATENCY (MONITOR saw each as it ran: run_queued).
   WorkerStats& stats = worker_.stats;
   Config& config = server_.config();
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
+  const int64_t latency = config.num(Key::kLatencyMonitorThreshold);
   for (size_t i = 0; i < exec_stats_.size(); ++i) {
     const auto& [id, us, failed] = exec_stats_[i];
+    const QueuedCommand& q = txn.queued()[i];
     CommandCounters& c = stats.command(id);
     WorkerStats::bump(c.calls);
     WorkerStats::bump(c.usec, us);
@@ -120,7 +123,8 @@ void Connection::exec(CommandContext& ctx) {
     WorkerStats::bump(stats.commands);
     if (threshold >= 0 && static_cast<int64_t>(us) >= threshold)
       server_.slowlog().add(config.num(Key::kSlowlogMaxLen), static_cast<int64_t>(us),
-                            now / 1000, txn.queued()[i].req.args(), peer_, name());
+                            now / 1000, q.req.args(), peer_, name());
+    if (latency != 0) server_.latency().add_command(q.spec->flags & kFast, us, latency);
   }
   txn.end();
 }
@@ -145,6 +149,11 @@ void Connection::run_queued(const QueuedCommand& q, int64_t now_ms, bool may_ret
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - start).count();
   exec_stats_.push_back({q.spec->id, static_cast<uint64_t>(us), writer_.errors() != errors_before});
+  // MONITOR shows each queued command as it ran, in order with the lines of the scripts it runs,
+  // and EXEC last (its own call is fed by the pipeline). An EXEC run again for room (exec())
+  // shows the commands of the first run again.
+  if (server_.monitors().active() && !(q.spec->flags & (kAdmin | kSkipMonitor)))
+    feed_monitors(q.req.args());
 }
 
 }  // namespace server

@@ -320,6 +320,14 @@ void Connection::count_error_reply(void* self, std::string_view text) {
   if (threshold >= 0 && us >= threshold && !(cmd.spec->flags & kSkipSlowlog))
     server_.slowlog().add(config.num(Key::kSlowlogMaxLen), us, now_ms / 1000, req.args(), peer_,
                           name());
+  // LATENCY (server.c call): a call of latency-monitor-threshold ms or more is a "command" or,
+  // for a fast command, a "fast-command" spike. Off (0): one relaxed load.
+  if (const int64_t latency = config.num(Key::kLatencyMonitorThreshold); latency != 0)
+    [[unlikely]] server_.latency().add_command(cmd.spec->flags & kFast, us, latency);
+  // MONITOR: the command as it ran, once it ran (Redis 7.0 feeds after the call), unless it is
+  // an admin one or flagged skip_monitor. Nobody monitoring: one relaxed load.
+  if (server_.monitors().active() && !(cmd.spec->flags & (kAdmin | kSkipMonitor))) [[unlikely]]
+    feed_monitors(req.args());
 }
 
 // Whether a command runs in RESP2's subscribed mode (processCommand's Pub/Sub context check).

@@ -57,6 +57,13 @@ Message::Ref Message::make_pattern(std::string_view pattern, std::string_view ch
   return Ref(m);
 }
 
+Message::Ref Message::make_line(char type, std::string body) {
+  auto* m = new Message();
+  m->type_ = type;
+  m->body_ = std::move(body);
+  return Ref(m);
+}
+
 // ---- Subscriber ----
 
 void Subscriber::deliver(const MessageRef& msg) {

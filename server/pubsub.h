@@ -69,6 +69,13 @@ class Message {
   /// ["pmessage", pattern, channel, payload].
   static Ref make_pattern(std::string_view pattern, std::string_view channel,
                           std::string_view payload);
+  /// A frame whose type byte is `type` in every protocol, `body` after it (a MONITOR line:
+  /// '+' and "<time> [0 <origin>] ...\r\n").
+  static Ref make_line(char type, std::string body);
+
+  /// The frame's type byte for a client of RESP `protocol`: '*' or '>' for a Pub/Sub message,
+  /// the fixed one of a make_line frame.
+  char type(int protocol) const { return type_ != 0 ? type_ : protocol >= 3 ? '>' : '*'; }
 
   /// The frame after its type byte ("3\r\n$7\r\nmessage\r\n...").
   std::string_view body() const { return body_; }
@@ -78,6 +85,7 @@ class Message {
  private:
   Message() = default;
   std::atomic<uint32_t> refs_{1};
+  char type_ = 0;  // 0: by protocol
   std::string body_;
 };
 using MessageRef = Message::Ref;
@@ -207,6 +215,8 @@ class PubSubClient {
     mailbox_raw_.store(mailbox_.get(), std::memory_order_release);
   }
   bool has_mailbox() const { return mailbox() != nullptr; }
+  /// The mailbox's owning pointer (the connection's thread only), to hand to MONITOR.
+  const std::shared_ptr<Subscriber>& mailbox_owner() const { return mailbox_; }
   Subscriber* mailbox() const { return mailbox_raw_.load(std::memory_order_acquire); }
 
   /// Each returns whether the subscription was added / removed (false: already / not there).

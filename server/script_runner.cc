@@ -157,11 +157,16 @@ class RunHost : public ScriptHost {
       out.error(err::kOom);
     }
     if (writes) applied_ = true;
-    calls_.push_back({spec->id,
-                      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                std::chrono::steady_clock::now() - start)
-                                                .count()),
-                      out.errors() != 0});
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    calls_.push_back({spec->id, static_cast<uint64_t>(us), out.errors() != 0});
+    // LATENCY and MONITOR see a script's commands as Redis's scriptCall does: each a call, shown
+    // as from "[0 lua]".
+    if (const int64_t latency = server_.config().num(Key::kLatencyMonitorThreshold); latency != 0)
+      server_.latency().add_command(spec->flags & kFast, us, latency);
+    if (server_.monitors().active() && !(spec->flags & (kAdmin | kSkipMonitor)))
+      server_.monitors().feed("lua", args);
     bufs_.clear();
     out.buffers(&bufs_);
     for (const auto& b : bufs_) reply->append(b.data, b.size);

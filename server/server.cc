@@ -214,7 +214,23 @@ tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_
   return v;
 }
 
-bool Server::make_room_for_write(int64_t now_ms) { return evictor_.make_room(0, false, now_ms); }
+bool Server::make_room_for_write(int64_t now_ms) {
+  const int64_t threshold = config_.num(Key::kLatencyMonitorThreshold);
+  if (threshold == 0) return evictor_.make_room(0, false, now_ms);
+  // LATENCY's "eviction-cycle" (evict.c performEvictions): how long the write waited for room.
+  const auto start = std::chrono::steady_clock::now();
+  const bool room = evictor_.make_room(0, false, now_ms);
+  add_latency_sample("eviction-cycle", start, threshold);
+  return room;
+}
+
+void Server::add_latency_sample(std::string_view event, std::chrono::steady_clock::time_point start,
+                                int64_t threshold_ms) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  latency_.add_if_needed(event, ms, threshold_ms, tiering::now_ms() / 1000);
+}
 
 void Server::sync_eviction_options() {
   tiering::EvictionOptions o = evictor_.options();
@@ -277,8 +293,12 @@ void Server::cron() {
   cron_timer_.async_wait([this](asio::error_code ec) {
     if (ec || stopping_) return;
     const int64_t now = tiering::now_ms();
-    // Active expiry: up to 200 due keys per shard per tick.
+    // Active expiry: up to 200 due keys per shard per tick; a long one is LATENCY's
+    // "expire-cycle" (expire.c activeExpireCycle).
+    const int64_t latency = config_.num(Key::kLatencyMonitorThreshold);
+    const auto expire_start = std::chrono::steady_clock::now();
     keyspace_.active_expire(now, 200);
+    if (latency != 0) add_latency_sample("expire-cycle", expire_start, latency);
     // Finish resizes of idle shards' tables (busy ones advance on every access).
     keyspace_.rehash_step(100);
     replication_->cron(now);

@@ -25,6 +25,8 @@
 #include "server/script_runner.h"
 #include "server/cluster_state.h"
 #include "server/keyspace_events.h"
+#include "server/latency.h"
+#include "server/monitor.h"
 #include "server/pubsub.h"
 #include "server/slot_owner.h"
 #include "server/slowlog.h"
@@ -112,6 +114,10 @@ class Server {
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
   Slowlog& slowlog() { return slowlog_; }
+  /// LATENCY's series (latency-monitor-threshold). Thread-safe.
+  LatencyMonitor& latency() { return latency_; }
+  /// The MONITOR connections (server/monitor.h). Thread-safe.
+  Monitors& monitors() { return monitors_; }
   /// The script cache and the script threads (EVAL, SCRIPT). Thread-safe.
   ScriptRunner& scripts() { return scripts_; }
   /// Who WATCHes which key (an observer of the keyspace). Thread-safe.
@@ -238,11 +244,16 @@ class Server {
   void cron();
   void sync_eviction_options();
   void stop_ssd_tier();
+  // A LATENCY sample for `event` of the time since `start`, when it reaches `threshold_ms`.
+  void add_latency_sample(std::string_view event, std::chrono::steady_clock::time_point start,
+                          int64_t threshold_ms);
 
   Config& config_;
   std::unique_ptr<rdma::VerbsDevice> verbs_;  // before the connections that use it
   WatchRegistry watches_;  // before the keyspace that calls it
   PubSub pubsub_;          // before the connections that subscribe
+  Monitors monitors_;      // before the connections that monitor
+  LatencyMonitor latency_;
   KeyspaceEvents keyspace_events_;  // before the keyspace that calls it
   tiering::Keyspace keyspace_;
   tiering::Evictor evictor_;

@@ -122,6 +122,7 @@ void cmd_reset(CommandContext& ctx) {
   ctx.conn.no_evict = false;
   ctx.conn.txn.end();  // RESET discards MULTI and unwatches (resetCommand)
   ctx.conn.pubsub().unsubscribe_all();  // and drops every subscription, with no reply
+  ctx.conn.stop_monitor();              // and ends MONITOR
   ctx.conn.authenticated = ctx.server.config().num(Key::kRequirePass) == 0;
   ctx.out.simple("RESET");
 }

@@ -37,6 +37,9 @@ std::string lower(std::string_view s) {
 
 // EVAL and friends (evalGenericCommand). `by_sha`: EVALSHA; `read_only`: the _RO forms.
 void eval_generic(CommandContext& ctx, bool by_sha, bool read_only) {
+  // MONITOR shows the call before the commands its script runs, whatever becomes of it (eval.c
+  // feeds the monitors first; the command is flagged skip_monitor for the pipeline's feed).
+  if (ctx.server.monitors().active()) ctx.conn.feed_monitors(ctx.args);
   const std::optional<int64_t> numkeys = parse_int(ctx.args[2]);
   if (!numkeys) return ctx.out.error(err::kNotInteger);
   if (*numkeys > static_cast<int64_t>(ctx.args.size() - 3)) return ctx.out.error(err::kNumkeysTooBig);
@@ -149,7 +152,7 @@ void cmd_script_help(CommandContext& ctx) {
 void register_script_family(CommandTable& t) {
   CommandBuilder b(t, "scripting");
   const char* n = "Depends on the script that is executed.";
-  const uint32_t eval = kNoScript | kStale;
+  const uint32_t eval = kNoScript | kStale | kSkipMonitor;
   b.add("eval", -3, eval, kNoKeys, cmd_eval, {"Execute a Lua script server side", "2.6.0", n});
   t.set_find_keys("eval", eval_keys);
   b.add("evalsha", -3, eval, kNoKeys, cmd_evalsha, {"Execute a Lua script server side", "2.6.0", n});

@@ -5,8 +5,8 @@
 // cmd_connection.cc (PING, AUTH, HELLO, CLIENT, ...), cmd_server.cc (INFO, CONFIG,
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
 // cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...),
-// cmd_pubsub.cc (SUBSCRIBE, PUBLISH, PUBSUB, ...).
-// cmd_script.cc (EVAL, SCRIPT).
+// cmd_pubsub.cc (SUBSCRIBE, PUBLISH, PUBSUB, ...), cmd_script.cc (EVAL, SCRIPT),
+// cmd_introspection.cc (LATENCY, MONITOR).
 #pragma once
 
 #include <initializer_list>
@@ -80,6 +80,8 @@ void register_script_family(CommandTable& table);
 void register_replication_family(CommandTable& table);
 /// SUBSCRIBE, PUBLISH, PUBSUB ... (cmd_pubsub.cc).
 void register_pubsub_family(CommandTable& table);
+/// LATENCY, MONITOR (cmd_introspection.cc), in the server group.
+void register_introspection_family(CommandTable& table);
 /// LCS (cmd_lcs.cc), in the string group.
 void register_lcs_command(CommandTable& table);
 

@@ -221,6 +221,14 @@ SAMPLES = {
     "script|kill": (["SCRIPT", "KILL"], None),
     "script|help": (["SCRIPT", "HELP"], None),
     "script|debug": (["SCRIPT", "DEBUG", "NO"], None),
+    "latency": CONTAINER,
+    "latency|doctor": (["LATENCY", "DOCTOR"], None),
+    "latency|graph": (["LATENCY", "GRAPH", "command"], None),
+    "latency|help": (["LATENCY", "HELP"], None),
+    "latency|history": (["LATENCY", "HISTORY", "command"], None),
+    "latency|latest": (["LATENCY", "LATEST"], None),
+    "latency|reset": (["LATENCY", "RESET", "command"], None),
+    "monitor": (["MONITOR", "x"], None),
 }
 
 # Commands whose COMMAND entry has keys that COMMAND GETKEYS does not give: shard channels,
