@@ -121,22 +121,23 @@ bool ReplicaFeed::snapshot() {
   };
   std::vector<Cold> colds;
   uint64_t cursor = 0;
+  bool more = true;
   do {
     const int64_t now = tiering::now_ms();
     colds.clear();
-    cursor = options_.keyspace->scan(
-        cursor, kScanStep, now, [&](const std::string& key, const tiering::Entry& e) {
-          if (!e.value) {
-            colds.push_back({key, e.expire_ms});
-            return;
-          }
-          Item it;
-          it.value = e.value;  // a reference, taken under the shard's lock
-          append_frame_head(it.head, FrameType::kSet, key, it.value->size(), e.expire_ms);
-          bytes += it.head.size() + it.value->size();
-          batch.push_back(std::move(it));
-          ++keys;
-        });
+    more = next_step(&cursor, now, [&](std::string_view key, const tiering::Entry& e) {
+      if (!e.value) {
+        colds.push_back({std::string(key), e.expire_ms});
+        return;
+      }
+      Item it;
+      it.value = e.value;  // a reference, taken under the shard's lock
+      append_frame_head(it.head, FrameType::kSet, key, it.value->size(), e.expire_ms);
+      bytes += it.head.size() + it.value->size();
+      copied_bytes_.fetch_add(it.value->size(), std::memory_order_relaxed);
+      batch.push_back(std::move(it));
+      ++keys;
+    });
     // Values on SSD only: read here, on the feed's thread (never a connection's).
     for (Cold& c : colds) {
       if (options_.ssd == nullptr) break;
@@ -153,12 +154,14 @@ bool ReplicaFeed::snapshot() {
       it.cold.resize(size);
       append_frame_head(it.head, FrameType::kSet, c.key, size, c.expire_ms);
       bytes += it.head.size() + size;
+      copied_bytes_.fetch_add(size, std::memory_order_relaxed);
       batch.push_back(std::move(it));
       ++keys;
       if (bytes >= kWriteBatch && !flush()) return false;
     }
-    if ((bytes >= kWriteBatch || cursor == 0) && !flush()) return false;
-  } while (cursor != 0 && !stop_.load(std::memory_order_relaxed));
+    copied_keys_.store(keys, std::memory_order_relaxed);
+    if ((bytes >= kWriteBatch || !more) && !flush()) return false;
+  } while (more && !stop_.load(std::memory_order_relaxed));
   if (stop_.load()) return false;
   std::string end;
   append_frame_head(end, FrameType::kSnapshotEnd, {}, keys, 0);
@@ -167,6 +170,36 @@ bool ReplicaFeed::snapshot() {
   log(false, "full copy sent: " + std::to_string(keys) + " keys; streaming from offset " +
                  std::to_string(options_.start_offset));
   return true;
+}
+
+bool ReplicaFeed::next_step(
+    uint64_t* cursor, int64_t now,
+    const std::function<void(std::string_view, const tiering::Entry&)>& emit) {
+  if (!options_.slots) {
+    *cursor = options_.keyspace->scan(
+        *cursor, kScanStep, now,
+        [&](const std::string& key, const tiering::Entry& e) { emit(key, e); },
+        /*include_hidden=*/true);
+    return *cursor != 0;
+  }
+  // A migration: one slot per step (a slot's keys under its shard's lock, references only).
+  const SlotSet& slots = *options_.slots;
+  uint64_t slot = *cursor;
+  while (slot < slots.size() && !slots.test(slot)) ++slot;
+  if (slot >= slots.size()) return false;
+  options_.keyspace->for_each_in_slot(static_cast<uint16_t>(slot), now, emit);
+  *cursor = slot + 1;
+  return true;
+}
+
+bool ReplicaFeed::wanted(const ReplBacklog::Frame& f) const {
+  if (!options_.slots) return true;
+  const size_t key_len = f.head.size() - FrameHeader::kSize;
+  if (key_len == 0) return true;  // PING, FLUSH, TOPOLOGY
+  const auto type = static_cast<FrameType>(static_cast<uint8_t>(f.head[0]));
+  if (type == FrameType::kTopology) return true;
+  const std::string_view key(f.head.data() + FrameHeader::kSize, key_len);
+  return options_.slots->test(options_.keyspace->slot_of(key));
 }
 
 void ReplicaFeed::stream() {
@@ -186,15 +219,19 @@ void ReplicaFeed::stream() {
       backlog.wait_beyond(sent, std::chrono::milliseconds(100));
       continue;
     }
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, streamed = 0;
     for (const auto& f : frames) {
+      bytes += f->size();
+      if (!wanted(*f)) continue;
       iov.push_back({const_cast<char*>(f->head.data()), f->head.size()});
       if (f->value) iov.push_back({f->value->data(), f->value->size()});
-      bytes += f->size();
+      streamed += f->size();
     }
-    if (!write_all(iov)) return;
+    if (!iov.empty() && !write_all(iov)) return;
+    iov.clear();
     sent += bytes;
-    sent_.store(sent, std::memory_order_relaxed);
+    stream_sent_.fetch_add(streamed, std::memory_order_release);
+    sent_.store(sent, std::memory_order_release);
     backlog.move_reader(reader_id_, sent);
     frames.clear();  // drop the references before trimming
     backlog.trim();

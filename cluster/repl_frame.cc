@@ -48,7 +48,7 @@ std::optional<FrameHeader> decode_header(const char* in) {
   h.key_len = get<uint32_t>(p);
   h.value_len = get<uint64_t>(p);
   h.expire_ms = get<int64_t>(p);
-  if (type < static_cast<uint8_t>(FrameType::kSet) || type > static_cast<uint8_t>(FrameType::kAck))
+  if (type < static_cast<uint8_t>(FrameType::kSet) || type > static_cast<uint8_t>(FrameType::kTopology))
     return std::nullopt;
   h.type = static_cast<FrameType>(type);
   if (h.key_len > kMaxFrameKey) return std::nullopt;

@@ -33,6 +33,10 @@ enum class FrameType : uint8_t {
   kPing = 5,         ///< heartbeat; expire_ms = the primary's wall clock (Unix ms)
   kSnapshotEnd = 6,  ///< the full copy is complete; value_len = keys it held
   kAck = 7,          ///< replica -> primary: value_len = the offset applied (every byte before)
+  /// A slot migration's handover (docs/cluster.md): the key is the topology record (JSON) that
+  /// gives the migrated slots to their new shard, sent by the source the moment its CAS
+  /// succeeded, so the target (and the source's replicas) serve it without waiting for etcd.
+  kTopology = 8,
 };
 
 /// The fixed part of a frame.

@@ -231,6 +231,7 @@ bool ReplicaLink::handshake(std::string* reply) {
       return false;
     }
   }
+  if (!options_.sync_command.empty()) return command(options_.sync_command, reply);
   for (const auto& args : {std::vector<std::string>{"REPLCONF", "listening-port",
                                                     std::to_string(options_.listening_port)},
                            std::vector<std::string>{"REPLCONF", "capa", "stratakv"}}) {
@@ -279,7 +280,8 @@ void ReplicaLink::session() {
         state_.store(State::kSyncing, std::memory_order_release);
         full_syncs_.fetch_add(1, std::memory_order_relaxed);
         have_offset_ = false;  // until the copy is complete, there is nothing to resume
-        options_.keyspace->flush(/*async=*/true);
+        if (options_.clear) options_.clear();
+        else options_.keyspace->flush(/*async=*/true);
         if (options_.on_full_sync) options_.on_full_sync(id, off);
         // The copy: SET frames until SNAPSHOT_END.
         for (;;) {
@@ -322,7 +324,9 @@ void ReplicaLink::session() {
       }
       log(false, "resumed at offset " + std::to_string(offset_.load()));
     } else {
-      log(true, "refused PSYNC: " + reply);
+      log(true, "refused " + (options_.sync_command.empty() ? std::string("PSYNC")
+                                                            : options_.sync_command.front()) +
+                    ": " + reply);
       ok = false;
     }
   }
@@ -353,6 +357,12 @@ bool ReplicaLink::apply(const FrameHeader& h, bool in_stream) {
   switch (h.type) {
     case FrameType::kSet: {
       value = options_.allocate ? options_.allocate(h.value_len) : tiering::ValueRef();
+      if (!value && options_.on_no_room) {
+        log(true, "cannot hold a value of " + std::to_string(h.value_len) +
+                      " bytes (memory full): ending the link");
+        options_.on_no_room(h.value_len);
+        return false;
+      }
       if (!value) {
         // This node's region cannot hold it: skip the bytes, and drop the key rather than keep
         // an older value (a replica's miss is served by the primary).
@@ -383,7 +393,11 @@ bool ReplicaLink::apply(const FrameHeader& h, bool in_stream) {
       break;
     }
     case FrameType::kFlush:
-      ks.flush(/*async=*/true);
+      if (options_.clear) options_.clear();
+      else ks.flush(/*async=*/true);
+      break;
+    case FrameType::kTopology:
+      if (options_.on_topology) options_.on_topology(key_);
       break;
     case FrameType::kPing:
       break;

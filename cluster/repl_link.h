@@ -14,6 +14,13 @@
 // to `relay` so this node's backlog keeps the primary's offsets. The link sends an ACK frame
 // whenever it has applied everything received so far, and at least every second.
 //
+// Import mode (`sync_command` set): the target of a slot migration (docs/cluster.md, "Slot
+// migration") links to the source the same way: AUTH, then `sync_command` (CLUSTER SYNCSLOTS
+// <id>) instead of REPLCONF and PSYNC, answered +FULLRESYNC; `clear` removes the migrated
+// slots' keys instead of every key; a value this node cannot hold ends the link (`on_no_room`)
+// instead of being dropped; a TOPOLOGY frame is handed to `on_topology` and acknowledged at
+// once.
+//
 // One thread of its own (blocking sockets with timeouts), never an I/O thread. Thread-safe
 // getters; start/stop from one controlling thread.
 #pragma once
@@ -52,6 +59,17 @@ struct LinkOptions {
   std::function<void(const std::string& replid, uint64_t offset)> on_full_sync;
   /// Resuming from an earlier replication id's history under a new one (+CONTINUE <new id>).
   std::function<void(const std::string& replid)> on_new_replid;
+  /// Import mode: the command sent after AUTH instead of REPLCONF and PSYNC. Empty: a replica.
+  std::vector<std::string> sync_command;
+  /// Removes every key this link feeds: at a full copy's start and on a FLUSH frame. Empty:
+  /// the whole keyspace (Keyspace::flush).
+  std::function<void()> clear;
+  /// A value this node cannot hold (allocate() gave nothing): a replica drops the key and goes
+  /// on; with `on_no_room` set (import mode) it is called with the value's size and the link's
+  /// session ends.
+  std::function<void(uint64_t size)> on_no_room;
+  /// A TOPOLOGY frame's record (JSON), on the link's thread; then the frame is acknowledged.
+  std::function<void(std::string_view json)> on_topology;
   std::string replid = "?";  ///< resume point to ask for ("?": none)
   int64_t offset = -1;
   int timeout_ms = 60'000;   ///< repl-timeout: a primary silent this long is dropped

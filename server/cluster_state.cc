@@ -190,6 +190,8 @@ std::optional<std::string> ClusterState::start_etcd() {
   o.log = [](std::string_view line) { log::notice(line); };
   o.on_lease = [this](std::chrono::steady_clock::time_point deadline) { on_lease(deadline); };
   const cluster::EtcdOptions etcd_options = o.etcd;  // the failover agent's, below
+  etcd_options_ = std::make_unique<cluster::EtcdOptions>(o.etcd);
+  etcd_prefix_ = o.prefix;
   {
     std::lock_guard lock(fence_mu_);
     started_unconfirmed_ = true;  // the saved copy may be stale: see SlotOwner::unconfirmed
@@ -366,12 +368,24 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
   }
   {
     std::lock_guard lock(view_mu_);
-    view_ = std::move(view);
+    view_ = view;
   }
+  if (view_hook_) view_hook_(view);
   log::notice("cluster: serving topology version " + std::to_string(topology->version) + " (" +
               std::to_string(topology->shards.size()) + " shards, " +
               std::to_string(topology->nodes.size()) + " nodes)");
   return true;
+}
+
+bool ClusterState::apply_json(std::string_view json) {
+  std::shared_ptr<const cluster::Topology> topology;
+  try {
+    topology = std::make_shared<const cluster::Topology>(cluster::decode(json));
+  } catch (const cluster::TopologyError& e) {
+    log::warning(std::string("cluster: a topology record that does not decode: ") + e.what());
+    return false;
+  }
+  return apply(std::move(topology));
 }
 
 }  // namespace server

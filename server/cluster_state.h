@@ -19,12 +19,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "cluster/topology.h"
 
 namespace cluster {
 class TopologyAgent;
 class FailoverAgent;
+struct EtcdOptions;
 }
 
 namespace server {
@@ -85,6 +87,20 @@ class ClusterState {
     role_hook_ = std::move(hook);
   }
 
+  /// Each view apply() publishes, called under apply()'s lock right after it is published (in
+  /// topology order): slot migration's hook (server/migration.h). Must not block or call
+  /// apply(). Set before start().
+  void set_view_hook(std::function<void(const std::shared_ptr<const ClusterView>&)> hook) {
+    view_hook_ = std::move(hook);
+  }
+  /// apply() of a topology record in JSON (a migration's TOPOLOGY frame). Returns whether it
+  /// was newer and served; a record that does not decode is logged and ignored.
+  bool apply_json(std::string_view json);
+  /// etcd mode: how to reach etcd and the cluster's key prefix (a migration's CAS of the
+  /// record); null otherwise.
+  const cluster::EtcdOptions* etcd_options() const { return etcd_options_.get(); }
+  const std::string& etcd_prefix() const { return etcd_prefix_; }
+
   /// This node's replication offset, for failover's rank (etcd mode). Set before start().
   void set_repl_offset_hook(std::function<uint64_t()> hook) { repl_offset_ = std::move(hook); }
   /// Whether this node may be promoted (a complete replica). Set before start().
@@ -139,6 +155,9 @@ class ClusterState {
   std::function<bool()> promotable_;
   std::unique_ptr<cluster::FailoverAgent> failover_;  // etcd mode
   std::function<void(const cluster::NodeAddress* primary)> role_hook_;
+  std::function<void(const std::shared_ptr<const ClusterView>&)> view_hook_;
+  std::unique_ptr<cluster::EtcdOptions> etcd_options_;  // etcd mode
+  std::string etcd_prefix_;
   std::mutex apply_mu_;  // one apply() at a time (the view's swap itself is atomic)
   // The current view. A mutex rather than std::atomic<std::shared_ptr>: views are read by
   // CLUSTER commands and INFO, never per request, and libstdc++ 12's atomic shared_ptr reads

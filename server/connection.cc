@@ -345,6 +345,20 @@ asio::awaitable<void> Connection::run() {
         if (server_.scripts().any_running()) [[unlikely]] {
           if (co_await busy_stage(req, batch_ms)) continue;
         }
+        // While a slot migrates out: a write to it waits out the handover's pause, and is
+        // counted in flight until it completed (connection_migration.cc).
+        struct InFlight {
+          SlotOwner* owner = nullptr;
+          void end() {
+            if (owner != nullptr) owner->write_end();
+            owner = nullptr;
+          }
+          ~InFlight() { end(); }
+        } in_flight;
+        if (server_.slot_owner().migrating_any()) [[unlikely]] {
+          if (co_await migration_stage(req)) in_flight.owner = &server_.slot_owner();
+          if (closed_.load(std::memory_order_relaxed)) break;
+        }
         // Every stage of the pipeline (server/pipeline.h); with the SSD tier, as a coroutine
         // that may wait for loads, room and the disk.
         if (server_.ssd() == nullptr) {
@@ -355,6 +369,7 @@ asio::awaitable<void> Connection::run() {
         } else {
           co_await process_tiered(req, batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
         }
+        in_flight.end();  // the write is done: a handover need not wait for its reply to go out
         if (wait_) co_await finish_wait();
         if (closed_.load(std::memory_order_relaxed)) break;
         if (close_after_reply_ || handoff_) break;

@@ -168,6 +168,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<bool> busy_stage(const resp::Request& req, int64_t now_ms);
   std::optional<ScriptCall> script_call_;
   std::vector<size_t> busy_shards_, busy_keys_;
+  // The slot migration stage (connection_migration.cc): true when the request is a write to a
+  // slot migrating out, counted in flight (SlotOwner::write_begin) until it completed; during
+  // a handover's pause it waits first. False (not counted) otherwise, or when the connection
+  // closed meanwhile.
+  asio::awaitable<bool> migration_stage(const resp::Request& req);
+  std::vector<size_t> migration_keys_;
+  std::vector<uint16_t> migration_slots_;
   // The writer's error observer: every error reply counts in total_error_replies and errorstats.
   static void count_error_reply(void* self, std::string_view text);
   bool room_for_write(int64_t now_ms);

@@ -3,6 +3,8 @@
 #include "rdma/segment.h"
 #include "server/info.h"
 
+#include "server/migration.h"
+
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/utsname.h>
@@ -271,6 +273,8 @@ void section_cluster(Server& srv, int64_t, std::string* s) {
   for (char& c : error)
     if (c == '\r' || c == '\n') c = ' ';
   field(s, "cluster_etcd_last_error", error);
+  // Slot migration (docs/cluster.md).
+  srv.migrations().info(s);
 }
 
 void section_keyspace(Server& srv, int64_t, std::string* s) {

@@ -150,6 +150,10 @@ void Replication::replicate_from(const std::string& host, uint16_t port) {
     o.offset = static_cast<int64_t>(offset);
   }
   o.timeout_ms = static_cast<int>(server_.config().num(Key::kReplTimeout) * 1000);
+  // A migration's handover on the primary: the new topology, before etcd's watch brings it.
+  o.on_topology = [this](std::string_view json) {
+    if (server_.cluster().enabled()) server_.cluster().apply_json(json);
+  };
   o.log = log_line;
   log::notice("connecting to primary " + host + ":" + std::to_string(port) +
               " (REPLICAOF); this node is a replica");
@@ -223,6 +227,24 @@ Replication::SyncPlan Replication::plan_sync(std::string_view replid, int64_t of
   plan.offset = backlog_->offset();
   plan.reply = "+FULLRESYNC " + replid_ + " " + std::to_string(plan.offset);
   return plan;
+}
+
+cluster::FeedOptions Replication::export_feed(int fd,
+                                              std::shared_ptr<const cluster::SlotSet> slots) {
+  std::lock_guard lock(mu_);
+  cluster::FeedOptions o;
+  o.fd = fd;
+  o.addr = "migration";
+  o.full = true;
+  o.keyspace = &server_.keyspace();
+  o.ssd = server_.ssd() != nullptr ? &server_.ssd()->store() : nullptr;
+  o.timeout_ms = static_cast<int>(server_.config().num(Key::kReplTimeout) * 1000);
+  o.slots = std::move(slots);
+  if (replica_.load()) return o;
+  ensure_backlog(0);
+  o.start_offset = backlog_->offset();
+  o.backlog = backlog_;
+  return o;
 }
 
 void Replication::attach(int fd, std::string ip, uint16_t listening_port, const SyncPlan& plan) {
@@ -332,7 +354,7 @@ void Replication::cron(int64_t now_ms) {
       if (f->state() == cluster::ReplicaFeed::State::kClosed) closed.push_back(std::move(f));
     std::erase(feeds_, nullptr);
     sync_limits();
-    if (backlog_ && !replica_.load() && !feeds_.empty()) {
+    if (backlog_ && !replica_.load() && (!feeds_.empty() || exports_.load() > 0)) {
       // Redis's repl-ping-replica-period: a heartbeat in the stream, so replicas see a live
       // primary (and their offsets move) when no write comes.
       const int64_t period = server_.config().num(Key::kReplPingReplicaPeriod) * 1000;

@@ -71,6 +71,13 @@ class Replication {
   /// Hands a replica's socket (after the PSYNC reply was written) to a new feed.
   void attach(int fd, std::string ip, uint16_t listening_port, const SyncPlan& plan);
 
+  /// Slot migration's source (server/migration.h): the options of a feed that sends the keys
+  /// of `slots` and then their changes, read from this primary's stream (created, and made an
+  /// observer of the keyspace, if need be) from its current end. Null backlog on a replica.
+  /// While such feeds run (`exports` > 0), heartbeats go into the stream as for replicas.
+  cluster::FeedOptions export_feed(int fd, std::shared_ptr<const cluster::SlotSet> slots);
+  void set_exports(int exports) { exports_.store(exports, std::memory_order_relaxed); }
+
   /// What this node has of the stream: a replica's applied offset, a primary's own offset
   /// (failover ranks replicas by it).
   uint64_t applied_offset() const;
@@ -120,6 +127,7 @@ class Replication {
 
   Server& server_;
   std::atomic<bool> replica_{false};
+  std::atomic<int> exports_{0};
   mutable std::mutex mu_;  // everything below
   std::string replid_, replid2_;
   uint64_t second_offset_ = 0;  // replid2 is valid up to here (exclusive)

@@ -1,4 +1,5 @@
 #include "server/server.h"
+#include "server/migration.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -63,6 +64,10 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       scripts_(*this) {
   cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
   replication_ = std::make_unique<Replication>(*this);
+  migrations_ = std::make_unique<Migrations>(*this);
+  cluster_->set_view_hook([this](const std::shared_ptr<const ClusterView>& view) {
+    migrations_->on_view(view);
+  });
   // In cluster mode the topology says whom this node replicates (docs/replication.md).
   cluster_->set_repl_offset_hook([this] { return replication_->applied_offset(); });
   cluster_->set_promotable_hook([this] { return replication_->promotable(); });
@@ -86,6 +91,8 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
 }
 
 Server::~Server() {
+  // The topology's threads call the hooks into replication_ and migrations_: they end first.
+  if (cluster_) cluster_->stop();
   scripts_.stop();
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
@@ -312,7 +319,9 @@ void Server::run() {
   cron();
   evictor_.start();
   replication_->start();
+  migrations_->start();
   main_io_.run();
+  migrations_->stop();
   replication_->stop();
   evictor_.stop();
   // Stopping: close every client, let the workers finish, join them.

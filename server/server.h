@@ -89,6 +89,7 @@ struct ServerStats {
 };
 
 class Replication;
+class Migrations;
 
 class Server {
  public:
@@ -126,6 +127,8 @@ class Server {
   ServerStats& stats() { return stats_; }
   /// Replication: this node's role, its backlog and feeds, or its link to its primary.
   Replication& replication() { return *replication_; }
+  /// Online slot migration, this node's side (server/migration.h).
+  Migrations& migrations() { return *migrations_; }
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
   /// Whether memory is made by demotion now: the SSD tier is on and takes demotions, and the
@@ -249,6 +252,7 @@ class Server {
   SlotOwner slot_owner_;
   std::unique_ptr<ClusterState> cluster_;  // after slot_owner_, which it assigns
   std::unique_ptr<Replication> replication_;  // after the keyspace it feeds and applies to
+  std::unique_ptr<Migrations> migrations_;    // after replication_, whose stream it feeds
   ServerStats stats_;
 
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -85,4 +85,16 @@ void SlotOwner::drop_unused_addresses() {
     index_.emplace(addresses_[i], static_cast<uint16_t>(i + 1));
 }
 
+void SlotOwner::set_bits(SlotBits& bits, std::atomic<uint32_t>& count, uint16_t first,
+                         uint16_t last, bool on) {
+  for (uint32_t slot = first; slot <= last; ++slot) {
+    const uint64_t bit = uint64_t{1} << (slot & 63);
+    std::atomic<uint64_t>& word = bits[slot >> 6];
+    const uint64_t before = on ? word.fetch_or(bit, std::memory_order_seq_cst)
+                               : word.fetch_and(~bit, std::memory_order_seq_cst);
+    if (on && !(before & bit)) count.fetch_add(1, std::memory_order_seq_cst);
+    if (!on && (before & bit)) count.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
 }  // namespace server

@@ -80,6 +80,28 @@ class SlotOwner {
   static constexpr int64_t kNoFence = 0;
   static constexpr int64_t kFencedNow = 1;
 
+  // ---- slot migration's source (server/migration.h) ----
+
+  /// Whether some slot is migrating out of this node: the connection's migration stage runs
+  /// only then. One relaxed load. Thread-safe.
+  bool migrating_any() const { return migrating_count_.load(std::memory_order_relaxed) != 0; }
+  /// Whether `slot` is migrating out: its writes are counted in flight (write_begin).
+  bool migrating(uint16_t slot) const { return test(migrating_, slot); }
+  void set_migrating(uint16_t first, uint16_t last, bool on) {
+    set_bits(migrating_, migrating_count_, first, last, on);
+  }
+  /// Whether writes to `slot` wait: the handover's pause (they wait, they do not fail).
+  bool held(uint16_t slot) const { return test(held_, slot, std::memory_order_seq_cst); }
+  void set_held(uint16_t first, uint16_t last, bool on) {
+    set_bits(held_, held_count_, first, last, on);
+  }
+  /// A write to a migrating slot begins (before it checks held()) and ends. The handover sets
+  /// held() first and then waits for writes_in_flight() to reach 0: with both sides
+  /// sequentially consistent, a write either sees the hold or is waited for.
+  void write_begin() { in_flight_.fetch_add(1, std::memory_order_seq_cst); }
+  void write_end() { in_flight_.fetch_sub(1, std::memory_order_seq_cst); }
+  int64_t writes_in_flight() const { return in_flight_.load(std::memory_order_seq_cst); }
+
   /// Cluster mode: whether the cluster is down as a whole (Redis's cluster_state:fail, with
   /// cluster-require-full-coverage and a slot served by nobody): every command with keys gets
   /// -CLUSTERDOWN The cluster is down. Thread-safe.
@@ -99,6 +121,18 @@ class SlotOwner {
   void set_owner(uint16_t first, uint16_t last, uint16_t at);
   // Removes the addresses no slot refers to and renumbers owner_ (under mu_).
   void drop_unused_addresses();
+
+  using SlotBits = std::array<std::atomic<uint64_t>, cluster::kSlots / 64>;
+  static bool test(const SlotBits& bits, uint16_t slot,
+                   std::memory_order order = std::memory_order_relaxed) {
+    return ((bits[slot >> 6].load(order) >> (slot & 63)) & 1) != 0;
+  }
+  // Sets or clears bits first..last, keeping `count` (the number of set bits) exact.
+  static void set_bits(SlotBits& bits, std::atomic<uint32_t>& count, uint16_t first,
+                       uint16_t last, bool on);
+  SlotBits migrating_{}, held_{};
+  std::atomic<uint32_t> migrating_count_{0}, held_count_{0};
+  std::atomic<int64_t> in_flight_{0};
 
   // Bit s set: slot s is served by another node.
   std::array<std::atomic<uint64_t>, cluster::kSlots / 64> foreign_;

@@ -330,6 +330,7 @@ uint64_t Keyspace::count_in_slot(uint16_t slot) {
 
 std::vector<std::string> Keyspace::keys_in_slot(uint16_t slot, size_t count, int64_t now) {
   std::vector<std::string> keys;
+  if (hidden(slot)) return keys;
   Shard& shard = *shards_[shard_of_slot(slot)];
   std::lock_guard lock(shard.mu);
   shard.for_each_in_slot(slot, [&](const Shard::Item& item) {
@@ -343,11 +344,46 @@ std::vector<std::string> Keyspace::keys_in_slot(uint16_t slot, size_t count, int
 
 void Keyspace::for_each_live(int64_t now,
                              const std::function<void(std::string_view, const Entry&)>& fn) {
+  const bool hiding = any_hidden();
   for (auto& s : shards_) {
     std::lock_guard lock(s->mu);
     for (const auto& [key, e] : s->map())
-      if (e.expire_ms == 0 || e.expire_ms > now) fn(key, e);
+      if ((e.expire_ms == 0 || e.expire_ms > now) && !(hiding && hidden_key(key))) fn(key, e);
   }
+}
+
+void Keyspace::for_each_in_slot(uint16_t slot, int64_t now,
+                                const std::function<void(std::string_view, const Entry&)>& fn) {
+  Shard& shard = *shards_[shard_of_slot(slot)];
+  std::lock_guard lock(shard.mu);
+  shard.for_each_in_slot(slot, [&](const Shard::Item& item) {
+    const int64_t at = item.second.expire_ms;
+    if (at == 0 || at > now) fn(item.key(), item.second);
+    return true;
+  });
+}
+
+size_t Keyspace::remove_slot_keys(uint16_t slot, size_t max_keys) {
+  Shard& shard = *shards_[shard_of_slot(slot)];
+  std::vector<ValueRef> released;  // freed after the lock (a block's free takes the region's)
+  size_t removed = 0;
+  {
+    std::lock_guard lock(shard.mu);
+    while (removed < max_keys && shard.slots_[slot].head != nullptr) {
+      ValueRef value;
+      shard.erase(shard.slots_[slot].head, ChangeCause::kCommand, &value, slot);
+      if (value) released.push_back(std::move(value));
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+void Keyspace::set_hidden(uint16_t slot, bool hide) {
+  const uint64_t bit = uint64_t{1} << (slot & 63);
+  const uint64_t before = hide ? hidden_[slot >> 6].fetch_or(bit) : hidden_[slot >> 6].fetch_and(~bit);
+  if (hide && !(before & bit)) hidden_count_.fetch_add(1);
+  if (!hide && (before & bit)) hidden_count_.fetch_sub(1);
 }
 
 Keyspace::TableFigures Keyspace::table_figures() {
@@ -374,6 +410,15 @@ size_t Keyspace::size() {
   for (auto& s : shards_) {
     std::lock_guard lock(s->mu);
     n += s->size();
+  }
+  if (!any_hidden()) return n;
+  // Less the keys of hidden slots: each shard's slots counted under its lock.
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    Shard& s = *shards_[i];
+    std::lock_guard lock(s.mu);
+    for (size_t slot = i; slot < kSlotCount; slot += shards_.size())
+      if (hidden(static_cast<uint16_t>(slot)))
+        n -= std::min<uint64_t>(n, s.count_in_slot(static_cast<uint16_t>(slot)));
   }
   return n;
 }
@@ -436,7 +481,8 @@ size_t Keyspace::rehash_step(size_t buckets_per_shard) {
 }
 
 uint64_t Keyspace::scan(uint64_t cursor, size_t count, int64_t now,
-                        const std::function<void(const std::string&, const Entry&)>& emit) {
+                        const std::function<void(const std::string&, const Entry&)>& emit,
+                        bool include_hidden) {
   size_t s = cursor & mask_;
   uint64_t c = cursor >> shard_bits_;  // the shard table's cursor (below its size, < 2^32)
   if (count == 0) count = 1;
@@ -444,10 +490,12 @@ uint64_t Keyspace::scan(uint64_t cursor, size_t count, int64_t now,
   size_t budget = count > SIZE_MAX / 10 ? SIZE_MAX : count * 10;
   size_t visited = 0;
   std::string key;  // emit takes a std::string: one buffer reused for every key
+  const bool hiding = !include_hidden && any_hidden();
   auto visit = [&](const Shard::Item& item) {
     ++visited;
     const Entry& e = item.second;
     if (e.expire_ms != 0 && e.expire_ms <= now) return;
+    if (hiding && hidden_key(item.key())) return;
     key.assign(item.key());
     emit(key, e);
   };
@@ -478,7 +526,11 @@ uint64_t Keyspace::scan(uint64_t cursor, size_t count, int64_t now,
 
 std::optional<std::string> Keyspace::random_key(int64_t now) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  auto live = [now](const Entry& e) { return e.expire_ms == 0 || e.expire_ms > now; };
+  const bool hiding = any_hidden();
+  auto live = [&](const Shard::Item& item) {
+    const Entry& e = item.second;
+    return (e.expire_ms == 0 || e.expire_ms > now) && !(hiding && hidden_key(item.key()));
+  };
   size_t start = rng() & mask_;
   for (size_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[(start + i) & mask_];
@@ -487,11 +539,11 @@ std::optional<std::string> Keyspace::random_key(int64_t now) {
     if (map.empty()) continue;
     for (int tries = 0; tries < 16; ++tries) {
       const Shard::Item* item = map.random_node(rng);
-      if (live(item->second)) return std::string(item->key());
+      if (live(*item)) return std::string(item->key());
     }
-    // Mostly expired keys not yet removed: fall back to the first live key of this shard.
-    for (const auto& [key, e] : map)
-      if (live(e)) return std::string(key);
+    // Mostly expired (or hidden) keys: fall back to the first live key of this shard.
+    for (const Shard::Item& item : map)
+      if (live(item)) return std::string(item.key());
   }
   return std::nullopt;
 }

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cassert>
 #include <cstddef>
@@ -357,6 +358,28 @@ class Keyspace {
   /// Up to `count` live keys of `slot` (CLUSTER GETKEYSINSLOT). Locks the slot's shard;
   /// O(keys in that slot), never a scan of the keyspace.
   std::vector<std::string> keys_in_slot(uint16_t slot, size_t count, int64_t now);
+  /// Calls `fn(key, entry)` for every live key of `slot`, under the slot's shard lock (slot
+  /// migration's copy: O(keys in that slot)). `fn` must only read; it may take references to
+  /// values.
+  void for_each_in_slot(uint16_t slot, int64_t now,
+                        const std::function<void(std::string_view, const Entry&)>& fn);
+  /// Removes up to `max_keys` keys of `slot` through the write path (observers told, cause
+  /// kCommand: replicas and the SSD tier follow). Returns how many it removed. For the keys
+  /// a node keeps of a slot it does not serve: a migration's source after the handover, a
+  /// target after a rollback. Locks the slot's shard.
+  size_t remove_slot_keys(uint16_t slot, size_t max_keys);
+
+  /// Slot migration (docs/cluster.md, "Slot migration"): the keys of a slot being imported are
+  /// held but hidden until the handover: size(), for_each_live(), scan(), random_key() and
+  /// keys_in_slot() pass them over. Lock-free reads; thread-safe.
+  void set_hidden(uint16_t slot, bool hidden);
+  bool hidden(uint16_t slot) const {
+    return hidden_count_.load(std::memory_order_relaxed) != 0 &&
+           ((hidden_[slot >> 6].load(std::memory_order_relaxed) >> (slot & 63)) & 1) != 0;
+  }
+  /// Whether any slot is hidden (one relaxed load).
+  bool any_hidden() const { return hidden_count_.load(std::memory_order_relaxed) != 0; }
+
   /// Removes every key (every shard locked at once, so it is atomic; observers' on_flush()).
   /// With `async`, the old tables are freed on a background thread.
   void flush(bool async);
@@ -379,8 +402,10 @@ class Keyspace {
   /// call to the last is returned at least once, whatever resizes happen in between (Redis's
   /// guarantee); a key may be returned twice. The cursor's low bits are the shard, the rest the
   /// shard table's reverse-binary cursor. Locks one shard at a time; `emit` runs under it.
+  /// Keys of hidden slots are passed over unless `include_hidden` (a replica's full copy).
   uint64_t scan(uint64_t cursor, size_t count, int64_t now,
-                const std::function<void(const std::string&, const Entry&)>& emit);
+                const std::function<void(const std::string&, const Entry&)>& emit,
+                bool include_hidden = false);
   /// Calls `fn(key, entry)` for every live key, one shard locked at a time (KEYS). `fn` runs
   /// under the lock: it must only read.
   void for_each_live(int64_t now, const std::function<void(std::string_view, const Entry&)>& fn);
@@ -410,8 +435,13 @@ class Keyspace {
   void lock_all();
   void unlock_all();
 
+  // Whether `key` lies in a hidden slot (only asked while any_hidden()).
+  bool hidden_key(std::string_view key) const { return hidden(slot_fn_(key)); }
+
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<SlotKeys> slots_;
+  std::array<std::atomic<uint64_t>, kSlotCount / 64> hidden_{};
+  std::atomic<uint32_t> hidden_count_{0};
   std::vector<KeyspaceObserver*> observers_;
   SlotFn slot_fn_;
   bool passive_expiry_ = false;

@@ -18,6 +18,7 @@
 #include "server/commands/family.h"
 #include "server/connection.h"
 #include "server/errors.h"
+#include "server/migration.h"
 #include "server/server.h"
 
 namespace server {
@@ -227,7 +228,28 @@ void cluster_countkeysinslot(CommandContext& ctx) {
   auto slot = parse_int(ctx.args[2]);
   if (!slot) return ctx.out.error(err::kNotInteger);
   if (*slot < 0 || *slot >= cluster::kSlots) return ctx.out.error(err::kInvalidSlotArg);
-  ctx.out.integer(static_cast<int64_t>(ctx.ks.count_in_slot(static_cast<uint16_t>(*slot))));
+  // The keys of a slot another shard serves are hidden (an import before its handover, a
+  // source's copy before the janitor dropped it): this node holds none of it for clients.
+  const auto s = static_cast<uint16_t>(*slot);
+  ctx.out.integer(ctx.ks.hidden(s) ? 0 : static_cast<int64_t>(ctx.ks.count_in_slot(s)));
+}
+
+// CLUSTER SYNCSLOTS <migration id> (stratakv, between nodes): sent by a migration's target to
+// the source shard's primary; answered +FULLRESYNC <id> 0, then the socket carries the feed of
+// the migration's slots (server/migration.h).
+void cluster_syncslots(CommandContext& ctx) {
+  Migrations& migrations = ctx.server.migrations();
+  const std::string id(ctx.args[2]);
+  if (std::string error = migrations.check_export(id); !error.empty())
+    return ctx.out.error(error);
+  ctx.out.simple("FULLRESYNC " + id + " 0");
+  ctx.conn.hand_off_after_reply([&migrations, id](int fd) { migrations.attach_export(fd, id); });
+}
+
+// CLUSTER GETSLOTMIGRATIONS: the migrations this node runs and the last ones it ran.
+void cluster_getslotmigrations(CommandContext& ctx) {
+  if (!view_or_reply(ctx)) return;
+  ctx.server.migrations().describe(ctx.out);
 }
 
 void cluster_getkeysinslot(CommandContext& ctx) {
@@ -348,6 +370,11 @@ void register_cluster_family(CommandTable& t) {
       b.spec("getkeysinslot", 4, info, kNoKeys, cluster_getkeysinslot,
              {"Return local key names in the specified hash slot", "3.0.0",
               "O(log(N)) where N is the number of requested keys"}),
+      b.spec("syncslots", 3, kAdmin | kNoScript, kNoKeys, cluster_syncslots,
+             {"Streams a slot migration's keys to its target (stratakv, between nodes)",
+              "0.1.0"}),
+      b.spec("getslotmigrations", 2, info, kNoKeys, cluster_getslotmigrations,
+             {"Lists the slot migrations this node runs or ran (as Valkey 9)", "0.1.0"}),
       b.spec("topology", 2, info, kNoKeys, cluster_topology,
              {"Return the topology record this node serves by, as JSON (stratakv)", "0.1.0"}),
       b.spec("failover", -2, kAdmin | kStale | kNoScript, kNoKeys, cluster_failover,

@@ -20,6 +20,7 @@
 #include "server/commands/family.h"
 #include "server/info.h"
 #include "server/log.h"
+#include "server/migration.h"
 #include "server/server.h"
 #include "tiering/glob.h"
 
@@ -372,11 +373,19 @@ void cmd_debug(CommandContext& ctx) {
         "SET-SLOT-OWNER <first-slot> <last-slot> <host:port>|MYSELF",
         "    Test aid: the slots are served by the node at <host:port> (their keys get",
         "    -MOVED), or again by this node (MYSELF).",
+        "MIGRATION-HOLD <0|1>",
+        "    Test aid: 1 puts off the handover of the slot migrations this node feeds (they",
+        "    keep streaming); 0 lets them complete.",
         "HELP", "    Prints this help.",
     });
   }
   if (iequals(ctx.args[1], "set-slot-owner") && ctx.args.size() == 5)
     return debug_set_slot_owner(ctx);
+  if (iequals(ctx.args[1], "migration-hold") && ctx.args.size() == 3) {
+    if (ctx.args[2] != "0" && ctx.args[2] != "1") return ctx.out.error(err::kSyntax);
+    ctx.server.migrations().hold_handovers(ctx.args[2] == "1");
+    return ctx.out.ok();
+  }
   if (iequals(ctx.args[1], "sleep") && ctx.args.size() == 3) {
     // As Redis: strtod, so a non-number sleeps 0 seconds.
     double secs = std::strtod(std::string(ctx.args[2]).c_str(), nullptr);

@@ -160,6 +160,8 @@ SAMPLES = {
     "cluster|replicas": (["CLUSTER", "REPLICAS", "a" * 40], None),
     "cluster|keyslot": (["CLUSTER", "KEYSLOT", "k"], None),
     "cluster|topology": (["CLUSTER", "TOPOLOGY"], None),
+    "cluster|syncslots": (["CLUSTER", "SYNCSLOTS", "x"], None),
+    "cluster|getslotmigrations": (["CLUSTER", "GETSLOTMIGRATIONS"], None),
     "cluster|countkeysinslot": (["CLUSTER", "COUNTKEYSINSLOT", "1"], None),
     "cluster|getkeysinslot": (["CLUSTER", "GETKEYSINSLOT", "1", "1"], None),
     # The commands of a gossip cluster (each answers an error naming stratakv-admin).
