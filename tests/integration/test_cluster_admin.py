@@ -2,12 +2,11 @@
 slots"): move-slots, cancel-migration, rebalance and the migrations in status. They refuse bad
 input with exit 1 and leave the record alone, and write the migration the node side acts on.
 
-The node side (the source's primary streaming the keys, then its compare-and-swap) is played by
-the test here: node() completes a migration the way a node does, with a compare-and-swap of
-the record that moves the ranges and sets the state. Most tests need no server at all: the
-records are written straight into etcd. The last one drives scripts/cluster.sh add-node,
-rebalance and remove-node on real nodes (empty, so a migration played by the test moves no
-key)."""
+Most tests need no server: the records are written straight into etcd, and the test plays the
+node side (the source's primary streaming the keys, then its compare-and-swap): node()
+completes a migration the way a node does, with a compare-and-swap of the record that moves
+the ranges and sets the state. The last one drives scripts/cluster.sh add-node, rebalance and
+remove-node on real nodes, which move 2000 keys there and back."""
 
 import json
 import os
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from redis.cluster import RedisCluster
 
 from etcd_util import Etcd, etcd_binary
 from harness import server_binary
@@ -345,13 +346,27 @@ def test_cluster_sh_add_node_rebalance_remove_node(tmp_path):
         return subprocess.run([script] + list(args), env=env, capture_output=True, text=True,
                               timeout=timeout)
 
-    # The gateway helpers on the etcd cluster.sh starts, for the node played by the test.
-    played = Etcd.__new__(Etcd)
-    played.client_port = base + 1000
+    # The gateway helpers on the etcd cluster.sh starts, to read the record.
+    cetcd = Etcd.__new__(Etcd)
+    cetcd.client_port = base + 1000
     prefix = "/stratakv/local"
+    keys = {"k%d" % i: "v%d" % i for i in range(2000)}
+
+    def all_keys_read_back():
+        rc = RedisCluster(host="127.0.0.1", port=base, socket_timeout=20)
+        try:
+            return all(rc.get(k) == v.encode() for k, v in keys.items())
+        finally:
+            rc.close()
+
     try:
         up = sh("up", "2", "--base-port", str(base))
         assert up.returncode == 0, up.stdout + up.stderr
+        rc = RedisCluster(host="127.0.0.1", port=base, socket_timeout=20)
+        for k, v in keys.items():
+            assert rc.set(k, v)
+        rc.close()
+
         out = sh("add-node", "--replicas", "1")
         assert out.returncode == 0, out.stdout + out.stderr
         lines = out.stdout.splitlines()
@@ -359,39 +374,45 @@ def test_cluster_sh_add_node_rebalance_remove_node(tmp_path):
         assert "primary of shard" in lines[0] and "no slots yet" in lines[0]
         assert lines[1].startswith("node 127.0.0.1:%d id " % (base + 3))
         assert lines[1].endswith("replica of 127.0.0.1:%d" % (base + 2))
-        t, _ = record(played, prefix)
+        t, _ = record(cetcd, prefix)
         assert len(t["shards"]) == 3 and t["shards"][2]["slots"] == []
         assert len(t["shards"][2]["replicas"]) == 1
 
-        # Until the node side moves keys (issue 14), the test plays the source's primary.
-        with Node(played, prefix):
-            out = sh("rebalance")
+        # The nodes move the keys; rebalance returns when both moves are done.
+        out = sh("rebalance")
         assert out.returncode == 0, out.stdout + out.stderr
-        assert len(out.stdout.splitlines()) == 2 and "moved" in out.stdout
-        t, _ = record(played, prefix)
+        assert len(out.stdout.splitlines()) == 2 and out.stdout.count("moved") == 2, out.stdout
+        t, _ = record(cetcd, prefix)
         assert sorted(count(s["slots"]) for s in t["shards"]) == [5461, 5461, 5462]
+        assert [m["state"] for m in t["migrations"]] == ["done", "done"]
         status = sh("status")
-        assert status.returncode == 0 and status.stdout.count("done") == 2, status.stdout
+        assert status.returncode == 0 and status.stdout.count(" done") == 2, status.stdout
+        assert all_keys_read_back()
+        new_keys = int(subprocess.run(["redis-cli", "-p", str(base + 2), "DBSIZE"],
+                                      capture_output=True, text=True).stdout)
+        assert 500 < new_keys < 900  # about a third of 2000
 
         # The new primary leaves: its slots move away first, its replica leaves with it.
-        with Node(played, prefix):
-            out = sh("remove-node", "127.0.0.1:%d" % (base + 2))
+        out = sh("remove-node", "127.0.0.1:%d" % (base + 2))
         assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.startswith("moving the 54")  # 5461 or 5462 slots
         assert "removed from the cluster and stopped: 127.0.0.1:%d 127.0.0.1:%d" % (
             base + 3, base + 2) in out.stdout
-        t, _ = record(played, prefix)
+        t, _ = record(cetcd, prefix)
         assert len(t["shards"]) == 2 and len(t["nodes"]) == 2
-        assert sum(count(s["slots"]) for s in t["shards"]) == 16384
+        assert sorted(count(s["slots"]) for s in t["shards"]) == [8192, 8192]
         for port in (base + 2, base + 3):
             with socket.socket() as s:
                 assert s.connect_ex(("127.0.0.1", port)) != 0  # stopped
         assert not (tmp_path / "cluster" / ("node-%d" % (base + 2))).exists()
-        # A replica alone; then the next node takes the next port after the highest.
+        assert all_keys_read_back()
+
+        # A node without slots just leaves; the next one takes the next port after the highest.
         out = sh("add-node")
         assert out.returncode == 0 and "127.0.0.1:%d" % (base + 2) in out.stdout, out.stdout
         out = sh("remove-node", "127.0.0.1:%d" % (base + 2))
         assert out.returncode == 0, out.stdout + out.stderr
-        assert "moving" not in out.stdout  # it had no slots
+        assert "moving" not in out.stdout
     finally:
         down = sh("down", timeout=60)
     assert down.returncode == 0 and "cluster down" in down.stdout
