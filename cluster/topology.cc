@@ -1,5 +1,6 @@
-// cluster/topology.cc - the topology's lookups, validation, SlotMap, split_evenly and new_id.
-// The JSON codec is in topology_json.cc.
+// cluster/topology.cc - the topology's lookups, validation, SlotMap, split_evenly, new_id, and
+// the slot-range and migration helpers (move_slots, prune_migrations). The JSON codec is in
+// topology_json.cc.
 #include "cluster/topology.h"
 
 #include <algorithm>
@@ -162,6 +163,107 @@ std::string new_id() {
     for (size_t j = 0; j < 8; ++j, bits >>= 4) id[i + j] = kHex[bits & 15];
   }
   return id;
+}
+
+bool is_active(const Migration& m) { return is_active_migration(m.state); }
+
+void normalize_slots(std::vector<SlotRange>& ranges) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const SlotRange& a, const SlotRange& b) { return a.first < b.first; });
+  std::vector<SlotRange> merged;
+  merged.reserve(ranges.size());
+  for (const SlotRange& r : ranges) {
+    if (!merged.empty() && static_cast<uint32_t>(merged.back().last) + 1 >= r.first)
+      merged.back().last = std::max(merged.back().last, r.last);
+    else
+      merged.push_back(r);
+  }
+  ranges = std::move(merged);
+}
+
+void add_slots(std::vector<SlotRange>& ranges, SlotRange range) {
+  ranges.push_back(range);
+  normalize_slots(ranges);
+}
+
+void remove_slots(std::vector<SlotRange>& ranges, SlotRange range) {
+  std::vector<SlotRange> kept;
+  kept.reserve(ranges.size() + 1);
+  for (const SlotRange& r : ranges) {
+    if (r.last < range.first || r.first > range.last) {
+      kept.push_back(r);
+      continue;
+    }
+    if (r.first < range.first) kept.push_back({r.first, static_cast<uint16_t>(range.first - 1)});
+    if (r.last > range.last) kept.push_back({static_cast<uint16_t>(range.last + 1), r.last});
+  }
+  ranges = std::move(kept);
+}
+
+size_t count_slots(const std::vector<SlotRange>& ranges) {
+  size_t n = 0;
+  for (const SlotRange& r : ranges) n += static_cast<size_t>(r.last) - r.first + 1;
+  return n;
+}
+
+bool move_slots(Topology& t, const std::string& migration_id, std::string* error) {
+  auto refuse = [&](const std::string& why) {
+    if (error != nullptr) *error = "migration '" + migration_id + "': " + why;
+    return false;
+  };
+  Migration* m = nullptr;
+  for (Migration& x : t.migrations)
+    if (x.id == migration_id) m = &x;
+  if (m == nullptr) return refuse("not in the topology");
+  if (!is_active(*m)) return refuse("its state is '" + m->state + "', not streaming or handover");
+  if (m->source_shard == m->target_shard) return refuse("source and target are the same shard");
+  Shard* source = nullptr;
+  Shard* target = nullptr;
+  for (Shard& s : t.shards) {
+    if (s.id == m->source_shard) source = &s;
+    if (s.id == m->target_shard) target = &s;
+  }
+  if (source == nullptr) return refuse("source shard '" + m->source_shard + "' is not in shards");
+  if (target == nullptr) return refuse("target shard '" + m->target_shard + "' is not in shards");
+  if (m->slots.empty()) return refuse("no slots");
+  // Every slot of the migration must be the source's: check before changing anything.
+  for (const SlotRange& r : m->slots) {
+    if (r.first > r.last || r.last >= kSlots)
+      return refuse("slot range " + range_text(r) + " is out of bounds");
+    uint32_t slot = r.first;
+    while (slot <= r.last) {
+      auto held = std::find_if(source->slots.begin(), source->slots.end(), [&](const SlotRange& s) {
+        return s.first <= slot && slot <= s.last;
+      });
+      if (held == source->slots.end())
+        return refuse("slot " + std::to_string(slot) + " is not served by its source shard");
+      slot = static_cast<uint32_t>(held->last) + 1;
+    }
+  }
+  for (const SlotRange& r : m->slots) {
+    remove_slots(source->slots, r);
+    add_slots(target->slots, r);
+  }
+  m->state = "done";
+  return true;
+}
+
+void prune_migrations(Topology& t, size_t keep_finished) {
+  size_t finished = 0;
+  for (const Migration& m : t.migrations)
+    if (!is_active(m)) ++finished;
+  if (finished <= keep_finished) return;
+  size_t drop = finished - keep_finished;  // the oldest finished ones
+  std::vector<Migration> kept;
+  kept.reserve(t.migrations.size() - drop);
+  for (Migration& m : t.migrations) {
+    if (drop > 0 && !is_active(m)) {
+      --drop;
+      continue;
+    }
+    kept.push_back(std::move(m));
+  }
+  t.migrations = std::move(kept);
 }
 
 }  // namespace cluster

@@ -136,4 +136,35 @@ std::vector<SlotRange> split_evenly(size_t n);
 /// A new random 40-hex-character id (node or shard), from std::random_device.
 std::string new_id();
 
+// ---- Slot ranges and migrations: pure helpers for whoever writes the record -----------------
+
+/// True for a migration still running ("streaming" or "handover"): its source serves its slots.
+bool is_active(const Migration& m);
+
+/// Sorts `ranges` and merges ranges that overlap or touch ([0,9] and [10,19] become [0,19]).
+void normalize_slots(std::vector<SlotRange>& ranges);
+
+/// Adds `range` to `ranges` (sorted and disjoint before and after), merging what touches it.
+void add_slots(std::vector<SlotRange>& ranges, SlotRange range);
+
+/// Removes `range` from `ranges` (sorted and disjoint before and after), splitting a range that
+/// holds it partly. Slots of `range` that `ranges` does not hold are ignored.
+void remove_slots(std::vector<SlotRange>& ranges, SlotRange range);
+
+/// The number of slots in `ranges` (disjoint).
+size_t count_slots(const std::vector<SlotRange>& ranges);
+
+/// Completes the migration `migration_id` in `t`: its ranges leave the source shard's `slots`
+/// and join the target's (kept sorted and merged), and its state becomes "done". For the
+/// writer's compare-and-swap: it does not change `t.version` (the writer adds one) nor prune.
+/// Returns false with `*error` set (when `error` is not null) and `t` unchanged when there is
+/// no such migration, it is not active (streaming or handover), its shards are missing, or the
+/// source does not serve all of its slots. On a `t` that passes validate(), so does the result.
+bool move_slots(Topology& t, const std::string& migration_id, std::string* error);
+
+/// Keeps every active migration of `t` and the `keep_finished` most recent finished ones
+/// ("done", "failed", "cancelled"): finished entries are dropped oldest first, by their order
+/// in `t.migrations` (append order). Order is kept. Whoever writes the record calls it.
+void prune_migrations(Topology& t, size_t keep_finished = 16);
+
 }  // namespace cluster

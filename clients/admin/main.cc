@@ -31,9 +31,16 @@ commands:
   remove-node NODE     a replica, or the primary of a shard without slots or replicas, leaves
   assign-slots FIRST[-LAST] --to SHARD
                        empty slots are served by another shard from now on
+  move-slots FROM TO RANGE... [--wait S]
+                       slots and their keys move from shard FROM to shard TO (a migration)
+  cancel-migration [ID]
+                       a running migration stops; its slots stay with their source
+  rebalance [--exclude SHARD]... [--wait S]
+                       slots move until the shards with a primary hold equal shares
   failover SHARD [--force yes]
                        a replica of SHARD takes over (CLUSTER FAILOVER on the most up-to-date)
-  status               the cluster as a table (shards, slots, nodes, keys, memory, leases)
+  status               the cluster as a table (shards, slots, nodes, keys, memory, leases),
+                       then the migrations
   topology             the topology record as JSON
 
 NODE is a node id or host:port; SHARD a shard id, or the id or host:port of one of its nodes.
@@ -83,11 +90,41 @@ compare-and-swap; no write the old primary answered is lost. With --force yes th
 over without the primary (CLUSTER FAILOVER FORCE: for a primary that is gone). Waits up to S
 seconds (default 20) for the new topology and prints the new primary.
 )"},
+    {"move-slots", R"(usage: stratakv-admin move-slots FROM TO RANGE... [--wait S]
+
+Moves slots with their keys from shard FROM to shard TO (each a shard id, or the id or
+host:port of one of its nodes) by one migration: RANGE is FIRST[-LAST], several may be given.
+The source's primary streams the keys to the target's, then the slots change owner by one
+compare-and-swap; clients see only -MOVED. Refused when FROM and TO are the same shard, either
+has no primary, a slot is not served by FROM now, or a slot is in a running migration.
+
+Waits up to S seconds (default 600; 0: does not wait) for the migration to end, and prints
+how long it took. Exits 1 when it failed or was cancelled (the slots stay with FROM), or when
+S seconds pass (it keeps running: see status, cancel-migration).
+)"},
+    {"cancel-migration", R"(usage: stratakv-admin cancel-migration [ID]
+
+Cancels the running migration ID (its id, or the first characters of it as status prints
+them), or the only running one when no ID is given: its state becomes "cancelled", the nodes
+drop what the target received, and the slots stay with the source.
+)"},
+    {"rebalance", R"(usage: stratakv-admin rebalance [--exclude SHARD]... [--wait S]
+
+Moves slots until every shard with a primary holds an equal share of them (a shard added by
+add-node starts with none). Shards above their share give whole ranges, or the edges of
+ranges, to shards below it; the moves run one after another, as move-slots runs them, and a
+line is printed for each. --exclude SHARD (repeatable: a shard id, or the id or host:port of
+one of its nodes) gives that shard no share: its slots all move away, to empty it before
+remove-node. Each move waits up to S seconds (default 600). Stops at the first move that
+fails, is cancelled or times out (exit 1). Refused while a migration is running.
+)"},
     {"status", R"(usage: stratakv-admin status
 
 One line about the topology, then a row per node: shard, slots, host:port, role, id, keys,
 used memory, SSD bytes (from the node's INFO), seconds left on its lease, and the topology
-version it serves. Registered nodes outside the topology show role "none".
+version it serves. Registered nodes outside the topology show role "none". Then a line per
+migration the record keeps (the running ones and the 16 most recent finished ones): id,
+slots, source -> target shard, state.
 )"},
     {"topology", R"(usage: stratakv-admin topology
 
@@ -102,7 +139,8 @@ Prints the topology record (the JSON of docs/cluster.md) as etcd holds it.
 
 struct Args {
   std::vector<std::string> words;           // positional
-  std::map<std::string, std::string> opts;  // --name value
+  std::map<std::string, std::string> opts;  // --name value (the last one given)
+  std::map<std::string, std::vector<std::string>> all;  // --name value, every one given
   bool help = false;
 };
 
@@ -114,7 +152,8 @@ Args parse(int argc, char** argv, int from) {
       a.help = true;
     } else if (w.rfind("--", 0) == 0) {
       if (i + 1 >= argc) fail("option " + w + " needs a value");
-      a.opts[w.substr(2)] = argv[++i];
+      a.opts[w.substr(2)] = argv[i + 1];
+      a.all[w.substr(2)].push_back(argv[++i]);
     } else {
       a.words.push_back(w);
     }
@@ -133,6 +172,82 @@ std::vector<cluster::NodeAddress> addresses(const std::vector<admin::Registered>
   std::vector<cluster::NodeAddress> out;
   for (const admin::Registered& r : nodes) out.push_back(r.record.address);
   return out;
+}
+
+const char* plural(size_t n) { return n == 1 ? "" : "s"; }
+
+// "1000 slots (0-999)"
+std::string slots_phrase(const std::vector<cluster::SlotRange>& slots) {
+  const size_t n = cluster::count_slots(slots);
+  return std::to_string(n) + " slot" + plural(n) + " (" + admin::slots_text(slots) + ")";
+}
+
+// Polls the record every 200 ms until migration `id` is no longer streaming or handover, or
+// `wait_s` seconds pass. Returns its last state seen ("" when it is not in the record). etcd
+// out of reach for a moment is waited out.
+std::string wait_for_migration(admin::EtcdStore& store, const std::string& id, size_t wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  std::string state = "streaming";
+  for (;;) {
+    try {
+      const auto now = store.topology();
+      if (!now) return "";
+      const cluster::Migration* m = nullptr;
+      for (const cluster::Migration& x : now->first.migrations)
+        if (x.id == id) m = &x;
+      if (m == nullptr) return "";
+      state = m->state;
+      if (!cluster::is_active(*m)) return state;
+    } catch (const cluster::EtcdUnavailable&) {
+      // keep polling until the deadline
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// move-slots, and each step of rebalance: starts the migration by compare-and-swap (re-read
+// and retried when another writer wins), then waits up to `wait_s` seconds (0: not at all).
+// Prints one line; exits 1 (fail) unless the migration is done or was not waited for.
+void run_migration(admin::EtcdStore& store, const std::string& from, const std::string& to,
+                   const std::vector<cluster::SlotRange>& slots, size_t wait_s) {
+  const std::string id = cluster::new_id();
+  const auto started = std::chrono::steady_clock::now();
+  const cluster::Topology t = store.update([&](const std::optional<cluster::Topology>& now) {
+    if (!now) throw admin::PlanError("the cluster has no topology yet (stratakv-admin create)");
+    return admin::start_migration(*now, from, to, slots, id);
+  });
+  const cluster::Migration* m = nullptr;
+  for (const cluster::Migration& x : t.migrations)
+    if (x.id == id) m = &x;
+  if (m == nullptr) fail("the migration is missing from the record just written");
+  const std::string what = slots_phrase(m->slots) + " from " +
+                           admin::describe_shard(t, *t.shard(m->source_shard)) + " to " +
+                           admin::describe_shard(t, *t.shard(m->target_shard));
+  const std::string short_id = id.substr(0, 8);
+  if (wait_s == 0) {
+    std::printf("migration %s started: %s (topology version %llu)\n", short_id.c_str(),
+                what.c_str(), static_cast<unsigned long long>(t.version));
+    return;
+  }
+  const std::string state = wait_for_migration(store, id, wait_s);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string source = admin::describe_shard(t, *t.shard(m->source_shard));
+  if (state == "done") {
+    std::printf("moved %s in %.1f s\n", what.c_str(), took);
+    std::fflush(stdout);
+    return;
+  }
+  if (state == "failed")
+    fail("migration " + short_id + " of " + what + " failed: the slots stay with " + source +
+         " (the nodes' logs say why)");
+  if (state == "cancelled")
+    fail("migration " + short_id + " of " + what + " was cancelled: the slots stay with " + source);
+  if (state.empty()) fail("migration " + short_id + " of " + what + " left the topology record");
+  fail("migration " + short_id + " of " + what + " is still " + state + " after " +
+       std::to_string(wait_s) + " s; it keeps running (stratakv-admin status; cancel-migration " +
+       short_id + ")");
 }
 
 }  // namespace
@@ -293,6 +408,40 @@ int main(int argc, char** argv) {
         return admin::assign_slots(*now, range.first, range.last, args.opts.at("to"));
       });
       std::printf("topology version %llu\n", static_cast<unsigned long long>(t.version));
+    } else if (command == "move-slots") {
+      if (args.words.size() < 3) fail("move-slots needs FROM TO RANGE... (see move-slots --help)");
+      std::vector<cluster::SlotRange> slots;
+      for (size_t i = 2; i < args.words.size(); ++i) slots.push_back(admin::parse_range(args.words[i]));
+      const size_t wait_s = args.opts.count("wait") ? to_size(args.opts.at("wait"), "--wait") : 600;
+      run_migration(store, args.words[0], args.words[1], slots, wait_s);
+    } else if (command == "cancel-migration") {
+      if (args.words.size() > 1) fail("cancel-migration takes at most one ID (see cancel-migration --help)");
+      const std::string which = args.words.empty() ? "" : args.words[0];
+      cluster::Migration cancelled;
+      const cluster::Topology t = store.update([&](const std::optional<cluster::Topology>& now) {
+        if (!now) throw admin::PlanError("the cluster has no topology yet");
+        cancelled = now->migrations[admin::find_migration(*now, which)];
+        return admin::cancel_migration(*now, which);
+      });
+      const cluster::Shard* source = t.shard(cancelled.source_shard);
+      std::printf("migration %s cancelled: %s stay with %s (topology version %llu)\n",
+                  cancelled.id.substr(0, 8).c_str(), slots_phrase(cancelled.slots).c_str(),
+                  source ? admin::describe_shard(t, *source).c_str() : cancelled.source_shard.c_str(),
+                  static_cast<unsigned long long>(t.version));
+    } else if (command == "rebalance") {
+      if (!args.words.empty()) fail("rebalance takes no arguments but options (see rebalance --help)");
+      const size_t wait_s = args.opts.count("wait") ? to_size(args.opts.at("wait"), "--wait") : 600;
+      if (wait_s == 0) fail("rebalance waits for each move: --wait must be at least 1");
+      const std::vector<std::string> exclude =
+          args.all.count("exclude") ? args.all.at("exclude") : std::vector<std::string>{};
+      const auto now = store.topology();
+      if (!now) fail("the cluster has no topology yet (stratakv-admin create)");
+      const std::vector<admin::Move> moves = admin::plan_rebalance(now->first, exclude);
+      if (moves.empty()) {
+        std::printf("the slots are balanced already: nothing to move\n");
+        return 0;
+      }
+      for (const admin::Move& m : moves) run_migration(store, m.source_shard, m.target_shard, m.slots, wait_s);
     }
   } catch (const admin::PlanError& e) {
     fail(e.what());

@@ -1,6 +1,7 @@
 // clients/admin/status.cc - `stratakv-admin status`: one table of the cluster (shards, slots,
-// nodes, roles, keys, memory, SSD bytes, lease), from the topology and node records in etcd and
-// each node's INFO (asked over RESP with a 1 s timeout; a node that does not answer shows "-").
+// nodes, roles, keys, memory, SSD bytes, lease) and its migrations, from the topology and node
+// records in etcd and each node's INFO (asked over RESP with a 1 s timeout; a node that does not
+// answer shows "-").
 #include "clients/admin/status.h"
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "clients/admin/node_links.h"
+#include "clients/admin/plan.h"
 
 namespace admin {
 
@@ -24,16 +26,6 @@ std::string keys_of(const std::map<std::string, std::string>& info) {
 std::string field_or_dash(const std::map<std::string, std::string>& info, const char* name) {
   auto it = info.find(name);
   return it == info.end() ? "-" : it->second;
-}
-
-std::string ranges_text(const cluster::Shard& s) {
-  std::string out;
-  for (const cluster::SlotRange& r : s.slots) {
-    if (!out.empty()) out += ",";
-    out += std::to_string(r.first);
-    if (r.last != r.first) out += "-" + std::to_string(r.last);
-  }
-  return out.empty() ? "-" : out;
 }
 
 }  // namespace
@@ -71,7 +63,7 @@ void print_status(const std::optional<cluster::Topology>& topology,
   };
   if (topology) {
     for (const cluster::Shard& s : topology->shards) {
-      const std::string shard = s.id.substr(0, 8), slots = ranges_text(s);
+      const std::string shard = s.id.substr(0, 8), slots = slots_text(s.slots);
       if (const cluster::NodeAddress* p = topology->node(s.primary)) row(shard, slots, *p, "primary");
       for (const std::string& id : s.replicas)
         if (const cluster::NodeAddress* r = topology->node(id)) row(shard, "", *r, "replica");
@@ -81,6 +73,15 @@ void print_status(const std::optional<cluster::Topology>& topology,
   for (const Registered& r : registered)
     if (!topology || topology->node(r.record.address.id) == nullptr)
       row("-", "-", r.record.address, "none");
+  // The migrations the record keeps: the running ones and the recent finished ones.
+  if (topology && !topology->migrations.empty()) {
+    std::fprintf(out, "\n%-9s %-24s %-8s    %-8s %s\n", "MIGRATION", "SLOTS", "SOURCE", "TARGET",
+                 "STATE");
+    for (const cluster::Migration& m : topology->migrations)
+      std::fprintf(out, "%-9s %-24s %-8s -> %-8s %s\n", m.id.substr(0, 8).c_str(),
+                   slots_text(m.slots).c_str(), m.source_shard.substr(0, 8).c_str(),
+                   m.target_shard.substr(0, 8).c_str(), m.state.c_str());
+  }
 }
 
 }  // namespace admin

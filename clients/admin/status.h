@@ -14,7 +14,8 @@ namespace admin {
 /// row), host:port, role (primary, replica, or none for a registered node not in the topology),
 /// id prefix, keys, used memory, SSD bytes (from the node's INFO; "-" when it does not answer
 /// within 1 s), the lease's seconds left ("none": not registered) and the topology version the
-/// node says it serves.
+/// node says it serves. Then, when the record has migrations, a line for each: id prefix,
+/// slots, source -> target shard (id prefixes), state.
 void print_status(const std::optional<cluster::Topology>& topology,
                   const std::vector<Registered>& registered, std::FILE* out);
 

@@ -358,3 +358,110 @@ TEST_CASE("topology files: save atomically, load, reject bad files") {
   CHECK_THROWS_AS(save_topology_file((dir / "no-such-dir" / "t.json").string(), sample()), TopologyError);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("slot ranges: normalize, add, remove, count") {
+  std::vector<SlotRange> r = {{20, 29}, {0, 9}, {10, 15}, {5, 12}, {40, 40}};
+  normalize_slots(r);
+  CHECK(r == std::vector<SlotRange>{{0, 15}, {20, 29}, {40, 40}});
+  CHECK(count_slots(r) == 16 + 10 + 1);
+  add_slots(r, {16, 19});  // fills the gap: touching ranges merge
+  CHECK(r == std::vector<SlotRange>{{0, 29}, {40, 40}});
+  add_slots(r, {16383, 16383});
+  add_slots(r, {35, 38});
+  CHECK(r == std::vector<SlotRange>{{0, 29}, {35, 38}, {40, 40}, {16383, 16383}});
+  remove_slots(r, {10, 19});  // splits a range
+  CHECK(r == std::vector<SlotRange>{{0, 9}, {20, 29}, {35, 38}, {40, 40}, {16383, 16383}});
+  remove_slots(r, {25, 40});  // cuts one, drops two
+  CHECK(r == std::vector<SlotRange>{{0, 9}, {20, 24}, {16383, 16383}});
+  remove_slots(r, {100, 200});  // not held: nothing
+  remove_slots(r, {16383, 16383});
+  remove_slots(r, {0, 0});
+  CHECK(r == std::vector<SlotRange>{{1, 9}, {20, 24}});
+  remove_slots(r, {0, 16383});
+  CHECK(r.empty());
+  CHECK(count_slots(r) == 0);
+  add_slots(r, {0, 16383});
+  CHECK(count_slots(r) == kSlots);
+}
+
+TEST_CASE("move_slots: the source loses the ranges, the target gains them merged, state done") {
+  Topology t = sample();
+  t.migrations[0].slots = {{0, 9}, {8000, 8191}};
+  std::string error;
+  REQUIRE(move_slots(t, "m1", &error));
+  CHECK(error.empty());
+  CHECK(t.version == 7);  // the writer bumps it
+  CHECK(t.migrations[0].state == "done");
+  CHECK(t.shards[0].slots == std::vector<SlotRange>{{10, 99}, {200, 7999}});
+  CHECK(t.shards[1].slots == std::vector<SlotRange>{{0, 9}, {100, 199}, {8000, 16383}});
+  CHECK_NOTHROW(validate(t));
+  CHECK(SlotMap(t).assigned() == kSlots);
+
+  // A handover completes too; a whole shard's slots can move, leaving it empty.
+  t = sample();
+  t.migrations[0].slots = {{0, 99}, {200, 8191}};
+  t.migrations[0].state = "handover";
+  REQUIRE(move_slots(t, "m1", nullptr));
+  CHECK(t.shards[0].slots.empty());
+  CHECK(t.shards[1].slots == std::vector<SlotRange>{{0, 16383}});
+  CHECK_NOTHROW(validate(t));
+
+  // Adjacent source ranges serve one migration range.
+  t = sample();
+  t.shards[0].slots = {{0, 49}, {50, 99}, {200, 8191}};
+  t.migrations[0].slots = {{40, 60}};
+  REQUIRE(move_slots(t, "m1", &error));
+  CHECK(t.shards[0].slots == std::vector<SlotRange>{{0, 39}, {61, 99}, {200, 8191}});
+  CHECK(t.shards[1].slots == std::vector<SlotRange>{{40, 60}, {100, 199}, {8192, 16383}});
+}
+
+TEST_CASE("move_slots: refusals leave the topology unchanged") {
+  auto refused = [](Topology t, const std::string& id, const std::string& needle) {
+    const Topology before = t;
+    std::string error;
+    CHECK_FALSE(move_slots(t, id, &error));
+    INFO("error: " << error);
+    CHECK(error.find(needle) != std::string::npos);
+    CHECK(t == before);
+    CHECK_FALSE(move_slots(t, id, nullptr));  // no error wanted: still refused
+  };
+  refused(sample(), "m9", "not in the topology");
+  Topology t = sample();
+  for (const char* state : {"done", "failed", "cancelled"}) {
+    t.migrations[0].state = state;
+    refused(t, "m1", "its state is '" + std::string(state) + "'");
+  }
+  t = sample();
+  t.migrations[0].slots = {{0, 9}, {95, 105}};  // 100-105 are the target's
+  refused(t, "m1", "slot 100 is not served by its source shard");
+  t = sample();
+  t.migrations[0].target_shard = id_of('3');
+  refused(t, "m1", "target shard");
+  t = sample();
+  t.migrations[0].slots.clear();
+  refused(t, "m1", "no slots");
+}
+
+TEST_CASE("prune_migrations: all active ones, the most recent finished ones, in order") {
+  Topology t = sample();  // m1 streaming
+  t.shards[0].slots = {{0, 8191}};
+  t.shards[1].slots = {{8192, 16383}};
+  for (int i = 0; i < 20; ++i)
+    t.migrations.push_back({"f" + std::to_string(i), {{100, 199}}, id_of('1'), id_of('2'),
+                            i % 3 == 0 ? "failed" : (i % 3 == 1 ? "done" : "cancelled")});
+  t.migrations.push_back({"m2", {{20, 29}}, id_of('1'), id_of('2'), "handover"});
+  Topology same = t;
+  prune_migrations(same, 100);
+  CHECK(same == t);
+  prune_migrations(t);  // 16 finished kept: f4..f19
+  REQUIRE(t.migrations.size() == 18);
+  CHECK(t.migrations.front().id == "m1");
+  CHECK(t.migrations[1].id == "f4");
+  CHECK(t.migrations[16].id == "f19");
+  CHECK(t.migrations.back().id == "m2");
+  CHECK_NOTHROW(validate(t));
+  prune_migrations(t, 0);
+  REQUIRE(t.migrations.size() == 2);
+  CHECK(t.migrations[0].id == "m1");
+  CHECK(t.migrations[1].id == "m2");
+}
