@@ -28,7 +28,7 @@ constexpr size_t kJanitorBudget = 2048;
 constexpr int kDrainMs = 2000, kSendMs = 5000;
 constexpr size_t kRecords = 16;
 
-bool active(const cluster::Migration& m) { return m.state == "streaming" || m.state == "handover"; }
+bool active(const cluster::Migration& m) { return cluster::is_active(m); }
 
 const cluster::Migration* find(const cluster::Topology& t, std::string_view id) {
   for (const cluster::Migration& m : t.migrations)
@@ -48,63 +48,6 @@ std::string ranges_text(const std::vector<cluster::SlotRange>& ranges) {
 
 int64_t us_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
-}
-
-// Sorted, merged ranges of `ranges` with `add`'s slots added and `remove`'s taken out.
-std::vector<cluster::SlotRange> edit_ranges(const std::vector<cluster::SlotRange>& ranges,
-                                            const std::vector<cluster::SlotRange>& add,
-                                            const std::vector<cluster::SlotRange>& remove) {
-  cluster::SlotSet set;
-  for (const auto& r : ranges)
-    for (uint32_t s = r.first; s <= r.last; ++s) set.set(s);
-  for (const auto& r : add)
-    for (uint32_t s = r.first; s <= r.last; ++s) set.set(s);
-  for (const auto& r : remove)
-    for (uint32_t s = r.first; s <= r.last; ++s) set.reset(s);
-  std::vector<cluster::SlotRange> out;
-  for (uint32_t s = 0; s < cluster::kSlots; ++s) {
-    if (!set.test(s)) continue;
-    uint32_t e = s;
-    while (e + 1 < cluster::kSlots && set.test(e + 1)) ++e;
-    out.push_back({static_cast<uint16_t>(s), static_cast<uint16_t>(e)});
-    s = e;
-  }
-  return out;
-}
-
-// The handover's change of the record: the range becomes the target's, the migration "done",
-// and finished migrations beyond the last kRecords are dropped.
-bool complete_migration(cluster::Topology& t, const std::string& id, std::string* error) {
-  cluster::Migration* m = nullptr;
-  for (cluster::Migration& x : t.migrations)
-    if (x.id == id) m = &x;
-  cluster::Shard* source = nullptr;
-  cluster::Shard* target = nullptr;
-  for (cluster::Shard& s : t.shards) {
-    if (m != nullptr && s.id == m->source_shard) source = &s;
-    if (m != nullptr && s.id == m->target_shard) target = &s;
-  }
-  if (m == nullptr || source == nullptr || target == nullptr) {
-    *error = "the migration or one of its shards is gone from the topology";
-    return false;
-  }
-  source->slots = edit_ranges(source->slots, {}, m->slots);
-  target->slots = edit_ranges(target->slots, m->slots, {});
-  m->state = "done";
-  return true;
-}
-
-void prune_finished(cluster::Topology& t) {
-  size_t finished = 0;
-  for (const cluster::Migration& m : t.migrations) finished += active(m) ? 0 : 1;
-  for (auto it = t.migrations.begin(); finished > kRecords && it != t.migrations.end();) {
-    if (!active(*it)) {
-      it = t.migrations.erase(it);
-      --finished;
-    } else {
-      ++it;
-    }
-  }
 }
 
 }  // namespace
@@ -440,7 +383,7 @@ bool Migrations::mark_failed(const std::string& id, const std::string& why) {
         for (cluster::Migration& m : t.migrations)
           if (m.id == id && active(m)) {
             m.state = "failed";
-            prune_finished(t);
+            cluster::prune_migrations(t, kRecords);
             ++t.version;
             return true;
           }
@@ -538,8 +481,8 @@ bool Migrations::handover(Export& x) {
           error = "the migration is " + (m ? m->state : std::string("gone"));
           return false;
         }
-        if (!complete_migration(t, x.id, &error)) return false;
-        prune_finished(t);
+        if (!cluster::move_slots(t, x.id, &error)) return false;
+        cluster::prune_migrations(t, kRecords);
         ++t.version;
         return true;
       },

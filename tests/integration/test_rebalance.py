@@ -174,8 +174,7 @@ def test_add_node_rebalance_remove_node_under_load(tmp_path):
             t.join()
         ioredis_keys = 0
         if node is not None:
-            node.stdin.close()
-            out, err = node.communicate(timeout=60)
+            out, err = node.communicate(timeout=60)  # closes its stdin: the load ends
             res = json.loads(out.strip().splitlines()[-1])
             assert res["errors"] == 0 and res["mismatches"] == 0, (res, err[-2000:])
             assert res["ops"] > 0
