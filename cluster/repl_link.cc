@@ -133,9 +133,9 @@ void ReplicaLink::run() {
     if (state_.load() == State::kUp || state_.load() == State::kSyncing)
       down_since_ms_.store(tiering::now_ms());
     state_.store(State::kConnecting, std::memory_order_release);
-    // Redis's replicas retry once a second (replicationCron).
-    for (int i = 0; i < 10 && !stop_.load(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Redis's replicas retry once a second (replicationCron); a migration's target sooner.
+    for (int waited = 0; waited < options_.retry_ms && !stop_.load(); waited += 50)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
@@ -253,7 +253,7 @@ void ReplicaLink::session() {
   std::string error;
   const int fd = dial(options_.host, options_.port, stop_, &error);
   if (fd < 0) {
-    // Tried once a second: said at the first failure, then once a minute.
+    // Said at the first failure, then every 60 attempts (a minute for a replica).
     if (failed_connects_++ % 60 == 0)
       log(true, "cannot connect: " + error +
                     (failed_connects_ > 1 ? " (" + std::to_string(failed_connects_) + " attempts)" : ""));

@@ -73,6 +73,7 @@ struct LinkOptions {
   std::string replid = "?";  ///< resume point to ask for ("?": none)
   int64_t offset = -1;
   int timeout_ms = 60'000;   ///< repl-timeout: a primary silent this long is dropped
+  int retry_ms = 1000;       ///< between two connection attempts (Redis's replicas: a second)
   std::function<void(bool warning, std::string_view line)> log;
 };
 

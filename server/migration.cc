@@ -299,6 +299,7 @@ void Migrations::reconcile_imports(const ClusterView& view) {
     o.on_no_room = [flag = imp->no_room](uint64_t) { flag->store(true); };
     o.on_topology = [this](std::string_view json) { server_.cluster().apply_json(json); };
     o.timeout_ms = static_cast<int>(server_.config().num(Key::kReplTimeout) * 1000);
+    o.retry_ms = 100;  // the source may learn of the migration a moment after this node
     const std::string tag = "migration " + imp->id.substr(0, 8) + " import: source ";
     o.log = [tag](bool warning, std::string_view line) {
       (warning ? log::warning : log::notice)(tag + std::string(line));
@@ -460,6 +461,7 @@ bool Migrations::handover(Export& x) {
   const Clock::time_point t0 = Clock::now();
   if (!wait_until([&] { return owner.writes_in_flight() == 0; }, kDrainMs))
     return retry_later("writes in flight did not complete");
+  const int64_t drained_us = us_since(t0);
   // 2. What is left goes to the target, which applies it.
   const uint64_t end = x.backlog->offset();
   if (!wait_until([&] { return feed.sent_offset() >= end; }, kSendMs))
@@ -467,6 +469,7 @@ bool Migrations::handover(Export& x) {
   const uint64_t sent = feed.stream_sent();
   if (!wait_until([&] { return feed.ack_offset() >= sent; }, kSendMs))
     return retry_later("the target did not acknowledge");
+  const int64_t caught_up_us = us_since(t0);
   // 3. The owner changes by one CAS.
   std::string error;
   std::shared_ptr<const cluster::Topology> done_already;
@@ -499,12 +502,14 @@ bool Migrations::handover(Export& x) {
   }
   // 4. The target (and this node's replicas) learn it from the stream at once; then this node
   // serves it, and the writes that waited get -MOVED.
+  const int64_t cas_us = us_since(t0);
   x.backlog->append(cluster::FrameType::kTopology, cluster::encode(*t), {}, 0);
   const uint64_t end2 = x.backlog->offset();
   if (wait_until([&] { return feed.sent_offset() >= end2; }, 1000)) {
     const uint64_t sent2 = feed.stream_sent();
     wait_until([&] { return feed.ack_offset() >= sent2; }, 1000);
   }
+  const int64_t told_us = us_since(t0);
   server_.cluster().apply(t);
   hold(false);
   const int64_t pause_us = us_since(t0);
@@ -517,8 +522,11 @@ bool Migrations::handover(Export& x) {
   std::snprintf(pause, sizeof pause, "%.2f", static_cast<double>(pause_us) / 1000.0);
   log::notice(tag + "handed over: slots " + ranges_text(x.ranges) + " served by shard " +
               x.target.substr(0, 8) + " from topology version " + std::to_string(t->version) +
-              "; writes paused " + pause + " ms; " + std::to_string(feed.copied_keys()) +
-              " keys copied");
+              "; writes paused " + pause + " ms (drain " + std::to_string(drained_us) +
+              " us, catch-up " + std::to_string(caught_up_us - drained_us) + " us, CAS " +
+              std::to_string(cas_us - caught_up_us) + " us, target told " +
+              std::to_string(told_us - cas_us) + " us, served " + std::to_string(pause_us - told_us) +
+              " us); " + std::to_string(feed.copied_keys()) + " keys copied");
   const uint64_t keys = feed.copied_keys(), bytes = feed.copied_bytes();
   const std::string id = x.id;
   end_export(x, "done");
