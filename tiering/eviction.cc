@@ -290,8 +290,11 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
       if (uint64_t freed = demoter_->demote(shard, item, now, /*queue=*/!free_now_)) return freed;
       if (!free_now_ || !demoter_->accepting(now)) return 0;
       if (item->second.flags & kEntrySsdFlags) return 0;  // its SSD copy is in use: keep both
-      demoter_->unwritten_eviction();
     }
+    // A hidden slot's key (a migration's import before its handover, docs/cluster.md) is never
+    // evicted: a target without room ends the import instead, and nothing it took is lost.
+    if (ks_.any_hidden() && ks_.hidden(shard.slot_of(key))) return 0;
+    if (demoter_ != nullptr) demoter_->unwritten_eviction();
     shard.erase(item, ChangeCause::kEviction, &victim);
   }
   evicted_.fetch_add(1, std::memory_order_relaxed);

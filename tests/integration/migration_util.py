@@ -29,7 +29,7 @@ class Cluster:
     """`shards` primaries created by stratakv-admin, plus `empty` nodes added as new shards
     that serve no slot yet."""
 
-    def __init__(self, etcd, shards, empty=1, replicas=0, ssd=False, **config):
+    def __init__(self, etcd, shards, empty=1, replicas=0, ssd=False, empty_config=None, **config):
         self.etcd = etcd
         self.prefix = "/stratakv/m%d" % random.randrange(1 << 30)
         self.nodes = []
@@ -43,6 +43,9 @@ class Cluster:
                                    "tiering.ssd.path": str(srv.workdir / "ssd"),
                                    "memory.capacity": "64mb", "maxmemory": "16mb"})
             self.nodes.append(srv)
+        for srv in self.nodes[first:]:
+            srv.config.update({k.replace("__", ".").replace("_", "-"): v
+                               for k, v in (empty_config or {}).items()})
         for srv in self.nodes[:first]:
             srv.start()
         admin(etcd, self.prefix, "create", "--shards", str(shards), "--replicas", str(replicas),
@@ -54,7 +57,7 @@ class Cluster:
             admin(etcd, self.prefix, "add-node", "127.0.0.1:%d" % srv.port)
         for srv in self.nodes:
             wait_until("cluster_state ok", lambda: srv.client().info("cluster")["cluster_state"] == "ok")
-            wait_until("writes accepted", lambda: srv.client().info("cluster")["cluster_fenced"] == 0)
+            wait_until("writes accepted", lambda: srv.client().info("cluster").get("cluster_fenced") == 0)
             if srv.client().info("cluster")["cluster_my_role"] == "replica":
                 wait_until("replica link", lambda: srv.client().info("replication").get(
                     "master_link_status") == "up")
