@@ -11,7 +11,7 @@ import pytest
 from harness import launch_redis, launch_server, redis_binary, stop_servers
 from resp_util import ConnectionClosed, RawConn, Simple
 
-pytestmark = pytest.mark.skipif(redis_binary() is None, reason="no redis-server to compare with")
+needs_redis = pytest.mark.skipif(redis_binary() is None, reason="no redis-server to compare with")
 
 MAX_CLIENTS_TEXT = b"-ERR max number of clients reached\r\n"
 
@@ -22,6 +22,8 @@ LOG_LINE = re.compile(r"^\d+:[A-Z] \d+ \w+ \d+ [\d:.]+ [.\-*#] (.*)$")
 @pytest.fixture
 def pair():
     """pair(**config) -> (stratakv, redis-server), both with that config; stopped at teardown."""
+    if redis_binary() is None:
+        pytest.skip("no redis-server to compare with")
     started = []
 
     def start(**config):
@@ -165,6 +167,7 @@ def test_maxclients_lowered_to_fit_a_hard_limit(pair):
            "Restoring previous settings." in log_messages(ours)
 
 
+@needs_redis
 def test_too_few_files_to_start(tmp_path):
     """Not even the 32 reserved descriptors: Redis's message, exit 1."""
     from harness import server_binary
