@@ -213,8 +213,23 @@ Parser::Line Parser::take_line(const char*& p, const char* end, std::string_view
     return Line::kDone;
   }
   const size_t avail = static_cast<size_t>(end - p);
+  if (nul_blocked_) {  // see below: only the length limit can end this line
+    if (nul_blocked_len_ + avail > limits_.max_inline_len) return Line::kTooBig;
+    nul_blocked_len_ += avail;
+    p = end;
+    return Line::kPartial;
+  }
   const char* eol = static_cast<const char*>(std::memchr(p, is_inline ? '\n' : '\r', avail));
   const size_t n = eol ? static_cast<size_t>(eol - p) : avail;
+  if (std::memchr(p, '\0', n) != nullptr) {
+    // Redis 7.0 looks for a line's end with strchr(), which stops at a NUL byte: a line with a
+    // NUL before its end never ends. Every byte after it waits, uncounted as a request, until
+    // more than max_inline_len bytes wait; then the line is too big. The bytes are not kept.
+    nul_blocked_ = true;
+    nul_blocked_len_ = line_.size();
+    line_.clear();
+    return take_line(p, end, line);
+  }
   if (line_.size() + n > limits_.max_inline_len) return Line::kTooBig;
   if (!eol || (!is_inline && eol + 1 == end)) {  // a length line also needs the byte after '\r'
     line_.append(p, n);
@@ -360,6 +375,8 @@ void Parser::fail(std::string text, Status* status) {
   clear_request();
   line_.clear();
   cr_pending_ = false;
+  nul_blocked_ = false;
+  nul_blocked_len_ = 0;
   error_ = std::move(text);
   state_ = State::kError;
   *status = Status::kError;
@@ -401,6 +418,8 @@ void Parser::reset() {
   clear_request();
   line_.clear();
   cr_pending_ = false;
+  nul_blocked_ = false;
+  nul_blocked_len_ = 0;
   error_.clear();
   args_left_ = bulk_len_ = bulk_have_ = 0;
   crlf_have_ = 0;

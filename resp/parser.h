@@ -96,8 +96,11 @@ class Parser {
   /// counts <= 0 are skipped. As in Redis 7.0, a length line ends at its first '\r' and the
   /// byte after it, like the two bytes after a bulk's body, is skipped without being checked.
   /// A line longer than max_inline_len (counting everything before its '\n', or before the
-  /// '\r' of a length line) is an error whether or not its end has arrived. After kError
-  /// every feed() returns kError, consuming nothing, until reset().
+  /// '\r' of a length line) is an error whether or not its end has arrived. As in Redis 7.0
+  /// (which looks for the end with strchr), a NUL byte before a line's end hides that end: the
+  /// line and every byte after it wait, consumed but not kept, until more than max_inline_len
+  /// bytes have come, and then the line is too big. After kError every feed() returns kError,
+  /// consuming nothing, until reset().
   size_t feed(const char* data, size_t len, Status* status);
 
   /// The complete request after feed() returned kRequest.
@@ -175,6 +178,8 @@ class Parser {
 
   State state_ = State::kStart;
   bool cr_pending_ = false;      // a length line's '\r' was seen, the byte after it was not
+  bool nul_blocked_ = false;     // the current line has a NUL before its end: it never ends
+  size_t nul_blocked_len_ = 0;   // bytes of that line received (not kept)
   bool done_ = false;            // req_ holds a request returned by the last feed()
   std::string line_;             // partial line carried across feeds
   int64_t args_left_ = 0;        // bulks still expected in the current multibulk

@@ -112,8 +112,7 @@ std::optional<int64_t> deadline_ms(int64_t value, bool seconds, bool absolute, i
   return value;
 }
 
-bool parse_expire_option(ArgParser& p, std::string_view command, int64_t now_ms, bool allow_keep,
-                         bool allow_persist, ExpireOption* opt) {
+bool parse_expire_option(ArgParser& p, bool allow_keep, bool allow_persist, ExpireOption* opt) {
   struct Unit {
     const char* token;
     bool seconds, absolute;
@@ -122,27 +121,38 @@ bool parse_expire_option(ArgParser& p, std::string_view command, int64_t now_ms,
       {"EX", true, false}, {"PX", false, false}, {"EXAT", true, true}, {"PXAT", false, true}};
   for (const auto& u : units) {
     if (!p.eat(u.token)) continue;
-    if (opt->kind != ExpireOption::kNone || p.done()) {
+    const bool other = opt->kind == ExpireOption::kKeep || opt->kind == ExpireOption::kPersist ||
+                       (opt->kind == ExpireOption::kAt &&
+                        (opt->seconds != u.seconds || opt->absolute != u.absolute));
+    if (other || p.done()) {
       p.fail(err::kSyntax);
       return true;
     }
-    int64_t v = p.next_int();
-    if (!p.ok()) return true;
-    auto at = deadline_ms(v, u.seconds, u.absolute, now_ms);
-    if (!at) {
-      p.fail(err::invalid_expire(command));
-      return true;
-    }
     opt->kind = ExpireOption::kAt;
-    opt->at_ms = *at;
+    opt->value = p.next();
+    opt->seconds = u.seconds;
+    opt->absolute = u.absolute;
     return true;
   }
-  if ((allow_keep && p.eat("KEEPTTL")) || (allow_persist && p.eat("PERSIST"))) {
-    if (opt->kind != ExpireOption::kNone) p.fail(err::kSyntax);
-    opt->kind = allow_keep ? ExpireOption::kKeep : ExpireOption::kPersist;
+  const bool keep = allow_keep && p.eat("KEEPTTL");
+  if (keep || (allow_persist && p.eat("PERSIST"))) {
+    const ExpireOption::Kind kind = keep ? ExpireOption::kKeep : ExpireOption::kPersist;
+    if (opt->kind != ExpireOption::kNone && opt->kind != kind) p.fail(err::kSyntax);
+    opt->kind = kind;
     return true;
   }
   return false;
+}
+
+std::optional<std::string> resolve_expire(ExpireOption* opt, std::string_view command,
+                                          int64_t now_ms) {
+  if (opt->kind != ExpireOption::kAt) return std::nullopt;
+  const auto v = parse_int(opt->value);
+  if (!v) return std::string(err::kNotInteger);
+  const auto at = deadline_ms(*v, opt->seconds, opt->absolute, now_ms);
+  if (!at) return err::invalid_expire(command);
+  opt->at_ms = *at;
+  return std::nullopt;
 }
 
 }  // namespace server

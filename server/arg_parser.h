@@ -51,15 +51,26 @@ class ArgParser {
 /// Expiry options shared by SET and GETEX: EX s | PX ms | EXAT s | PXAT ms | KEEPTTL | PERSIST.
 struct ExpireOption {
   enum Kind { kNone, kAt, kKeep, kPersist } kind = kNone;
-  int64_t at_ms = 0;  ///< absolute deadline for kAt
+  int64_t at_ms = 0;       ///< kAt: the absolute deadline, once resolve_expire() has run
+  std::string_view value;  ///< kAt: the time as given, checked by resolve_expire()
+  bool seconds = false;    ///< kAt: EX or EXAT
+  bool absolute = false;   ///< kAt: EXAT or PXAT
 };
 
-/// Tries to read one expiry option at the parser's position into `opt`. Returns false when the
-/// next argument is not an expiry option. A second expiry option, a non-integer, or a value
-/// <= 0 or overflowing sets the parser's error (`command` names the command in the message).
+/// Tries to read one expiry option at the parser's position into `opt`: its syntax only, as
+/// Redis 7.0's parseExtendedStringArgumentsOrReply does. Returns false when the next argument is
+/// not an expiry option. The same option again replaces the earlier one (Redis: the last wins);
+/// a different one, or EX/PX/EXAT/PXAT as the last argument, sets a syntax error. The time is
+/// checked later by resolve_expire(): GETEX looks the key up in between (a missing key: nil).
 /// `allow_keep`/`allow_persist` say which of KEEPTTL (SET) and PERSIST (GETEX) are valid.
-bool parse_expire_option(ArgParser& p, std::string_view command, int64_t now_ms,
-                         bool allow_keep, bool allow_persist, ExpireOption* opt);
+bool parse_expire_option(ArgParser& p, bool allow_keep, bool allow_persist, ExpireOption* opt);
+
+/// Checks the time of a kAt option read by parse_expire_option() and sets its at_ms (Redis's
+/// getExpireMillisecondsOrReply). Returns the error to reply: not an integer, or Redis's
+/// "invalid expire time in '<command>' command" for a time <= 0 or one that overflows. Other
+/// kinds are left as they are.
+std::optional<std::string> resolve_expire(ExpireOption* opt, std::string_view command,
+                                          int64_t now_ms);
 
 /// Converts a relative or absolute time in seconds or ms to an absolute Unix-ms deadline, with
 /// Redis's checks: `value` <= 0 is invalid, overflow is invalid. Null when invalid.

@@ -11,6 +11,7 @@
 #include "rdma/verbs_transport.h"
 #include "server/config.h"
 #include "server/log.h"
+#include "server/os_tuning.h"
 #include "server/server.h"
 #include "server/version.h"
 #include "tiering/memory_tier.h"
@@ -75,6 +76,15 @@ int main(int argc, char** argv) {
   server::log::configure(static_cast<server::log::Level>(config.num(server::Key::kLogLevel)),
                          config.str(server::Key::kLogFile));
   std::signal(SIGPIPE, SIG_IGN);
+
+  // maxclients needs maxclients + 32 file descriptors: the limit is raised, or maxclients
+  // lowered to fit it, as Redis's adjustOpenFilesLimit does.
+  const server::OpenFilesLimit files =
+      server::adjust_open_files_limit(config.num(server::Key::kMaxClients));
+  for (const auto& [level, line] : files.log) server::log::write(level, line);
+  if (files.fatal) return 1;
+  if (files.maxclients != config.num(server::Key::kMaxClients))
+    (void)config.set("maxclients", std::to_string(files.maxclients), false);
 
   // The RDMA device, if any: one log line either way. Looked for first, because a region
   // registered with a NIC must keep its pages (no purge).

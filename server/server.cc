@@ -12,6 +12,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
+#include "server/os_tuning.h"
 #include "server/replication.h"
 
 namespace server {
@@ -144,7 +145,7 @@ void Server::accept_tcp() {
     stats_.connections_received.fetch_add(1);
     asio::error_code ignore;
     sock.set_option(asio::ip::tcp::no_delay(true), ignore);
-    if (config_.num(Key::kTcpKeepalive) > 0) sock.set_option(asio::socket_base::keep_alive(true), ignore);
+    (void)set_tcp_keepalive(sock.native_handle(), config_.num(Key::kTcpKeepalive));
     auto peer = sock.remote_endpoint(ignore);
     auto local = sock.local_endpoint(ignore);
     auto reject = [&](std::string_view text) {

@@ -62,12 +62,15 @@ bool read_put_options(CommandContext& ctx, std::string_view command, size_t at, 
   ArgParser p(ctx.args, at);
   ExpireOption e;
   while (!p.done() && p.ok()) {
-    if (parse_expire_option(p, command, ctx.now_ms, false, false, &e)) continue;
+    if (parse_expire_option(p, false, false, &e)) continue;
     if (p.eat("NX")) o.nx = true;
     else p.fail(err::kSyntax);
   }
-  if (!p.ok()) {
-    ctx.out.error(p.error());
+  std::optional<std::string> error;
+  if (!p.ok()) error = p.error();
+  else error = resolve_expire(&e, command, ctx.now_ms);
+  if (error) {
+    ctx.out.error(*error);
     return false;
   }
   if (e.kind == ExpireOption::kAt) o.expire_ms = e.at_ms;

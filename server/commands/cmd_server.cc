@@ -17,6 +17,7 @@
 #include "server/config.h"
 #include "server/connection.h"
 #include "server/errors.h"
+#include "server/os_tuning.h"
 #include "server/commands/family.h"
 #include "server/info.h"
 #include "server/log.h"
@@ -124,6 +125,21 @@ void cmd_config_set(CommandContext& ctx) {
       error = *e;
       error_arg = pairs[i].name;
       for (size_t j = 0; j <= i; ++j) (void)config.set(pairs[j].name, pairs[j].old, false);
+    }
+  }
+  // A larger maxclients needs a larger open-files limit (config.c updateMaxclients).
+  for (size_t i = 0; error.empty() && i < pairs.size(); ++i) {
+    if (pairs[i].name != "maxclients") continue;
+    const int64_t want = config.num(Key::kMaxClients);
+    const OpenFilesLimit files = adjust_open_files_limit(want);
+    for (const auto& [level, line] : files.log) log::write(level, line);
+    if (files.maxclients < want) {
+      error = "The operating system is not able to handle the specified number of clients, "
+              "try with " + std::to_string(files.maxclients);
+      error_arg = pairs[i].name;
+      log::warning("Failed applying new configuration. Possibly related to new maxclients "
+                   "setting. Restoring previous settings.");
+      for (const auto& p : pairs) (void)config.set(p.name, p.old, false);
     }
   }
   if (!error.empty())

@@ -61,7 +61,7 @@ void cmd_set(CommandContext& ctx) {
   SetOptions o;
   ArgParser p(ctx.args, 3);
   while (!p.done() && p.ok()) {
-    if (parse_expire_option(p, "set", ctx.now_ms, true, false, &o.expire)) continue;
+    if (parse_expire_option(p, true, false, &o.expire)) continue;
     if (p.eat("NX")) {
       if (o.xx) p.fail(err::kSyntax);
       o.nx = true;
@@ -75,6 +75,7 @@ void cmd_set(CommandContext& ctx) {
     }
   }
   if (!p.ok()) return ctx.out.error(p.error());
+  if (auto error = resolve_expire(&o.expire, "set", ctx.now_ms)) return ctx.out.error(*error);
   set_generic(ctx, ctx.args[1], value_from_arg(ctx, 2), o);
 }
 
@@ -124,15 +125,18 @@ void cmd_getdel(CommandContext& ctx) {
   reply_value(ctx.out, old);
 }
 
+// Redis 7.0's order (t_string.c getexCommand): the options' syntax, then the key (missing:
+// nil, whatever the time says), then the time.
 void cmd_getex(CommandContext& ctx) {
   ExpireOption e;
   ArgParser p(ctx.args, 2);
   while (!p.done() && p.ok())
-    if (!parse_expire_option(p, "getex", ctx.now_ms, false, true, &e)) p.fail(err::kSyntax);
+    if (!parse_expire_option(p, false, true, &e)) p.fail(err::kSyntax);
   if (!p.ok()) return ctx.out.error(p.error());
   KeyLock lock(ctx.ks, ctx.args[1], ctx.now_ms);
   const KeyLock::Item* item = lock.lookup(ctx.args[1]);
   if (item == nullptr) return ctx.out.null();
+  if (auto error = resolve_expire(&e, "getex", ctx.now_ms)) return ctx.out.error(*error);
   reply_value(ctx.out, item->second.value);
   if (e.kind == ExpireOption::kAt && e.at_ms <= ctx.now_ms) lock.remove(item);
   else if (e.kind == ExpireOption::kAt && e.at_ms != item->second.expire_ms)

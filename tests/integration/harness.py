@@ -13,6 +13,9 @@ Environment:
   REDIS_SERVER         path of redis-server for the "redis" target
                        (default: redis-server on PATH).
 
+Server(_nofile=(soft, hard)) (also launch_server/launch_redis/start_server) starts the process
+with that RLIMIT_NOFILE.
+
 Both servers are started as
   <server> --port P --bind 127.0.0.1 [--key value ...]
 with Redis config names (keyword arguments: "_" becomes "-", "__" becomes ".", so
@@ -28,6 +31,7 @@ The fixtures built on this live in conftest.py.
 """
 
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -127,9 +131,11 @@ class Server:
 
     _counter = 0
 
-    def __init__(self, _kind=None, **config):
-        """`_kind`: "stratakv" or "redis" (default: the target)."""
+    def __init__(self, _kind=None, _nofile=None, **config):
+        """`_kind`: "stratakv" or "redis" (default: the target). `_nofile`: (soft, hard), the
+        server process's RLIMIT_NOFILE (default: inherited)."""
         self.kind = _kind or TARGET
+        self.nofile = _nofile
         check_binary(self.kind)
         Server._counter += 1
         self.name = "%s-%d" % (self.kind, Server._counter)
@@ -165,9 +171,12 @@ class Server:
             self._log = open(self.log_path, "ab")
             self._log.write(("\n==== start: %s\n" % " ".join(shlex.quote(a) for a in cmd)).encode())
             self._log.flush()
+            nofile = self.nofile
             self.proc = subprocess.Popen(
                 cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=str(self.workdir),
+                preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile))
+                if nofile else None,
             )
             self.port = port
             try:

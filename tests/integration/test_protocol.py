@@ -75,6 +75,56 @@ def test_inline_unbalanced_quotes(c):
     expect_protocol_error(c, b"SET \"a b\r\n", "unbalanced quotes in request")
 
 
+NUL_CASES = [
+    (b"SET nul b\x00c\r\n", b"", "too big inline request"),
+    (b"PING\x00\r\n", b"", "too big inline request"),
+    (b"PING\r\n\x00PING\r\n", b"+PONG\r\n", "too big inline request"),
+    (b"SET nul \"x\x00y\"\r\nPING\r\n", b"", "too big inline request"),
+    (b"*1\x00\r\n$4\r\nPING\r\n", b"", "too big mbulk count string"),
+    (b"*1\r\n$4\x00\r\nPING\r\n", b"", "too big bulk count string"),
+]
+
+
+@pytest.mark.parametrize("payload,first,message", NUL_CASES,
+                         ids=["inline-set", "inline-ping", "after-a-request", "in-quotes",
+                              "mbulk-count", "bulk-count"])
+def test_nul_before_a_lines_end_as_redis(raw, redis_srv, payload, first, message):
+    """Redis 7.0 finds a line's end with strchr(): a NUL before it hides it. Nothing after the
+    NUL runs; the connection waits until more than 64 KiB wait, then gets a protocol error."""
+    redis_srv.raw().call("FLUSHALL")
+    raw().call("FLUSHALL")
+    got = {}
+    for name, srv in (("stratakv", None), ("redis", redis_srv)):
+        conn = raw(srv)
+        conn.send(payload)
+        replies, closed = conn.read_until_closed(timeout=0.5)
+        assert not closed, name
+        check = raw(srv)
+        stored = check.call_raw("GET", "nul")
+        conn.send(b"PING\r\n")  # a later request waits too
+        later, closed_later = conn.read_until_closed(timeout=0.3)
+        # One byte more than 64 KiB waiting from the blocked line's start (all of it is read
+        # before the server closes: no reset that could lose the reply).
+        start = payload.rfind(b"\n", 0, payload.index(b"\x00")) + 1
+        conn.send(b"a" * (64 * 1024 + 1 - (len(payload) - start + len(b"PING\r\n"))))
+        tail, closed_at_end = conn.read_until_closed(timeout=5)
+        got[name] = (replies, stored, later, closed_later, tail, closed_at_end)
+    assert got["stratakv"] == got["redis"]
+    assert got["stratakv"] == (first, b"$-1\r\n", b"", False,
+                               b"-ERR Protocol error: " + message.encode() + b"\r\n", True)
+
+
+def test_nul_line_limit_is_counted_from_the_lines_start(raw, redis_srv):
+    """Exactly 64 KiB waiting after the line's start is still accepted; one more byte is not."""
+    for srv in (None, redis_srv):
+        conn = raw(srv)
+        conn.send(b"PING\x00" + b"a" * (64 * 1024 - 5))
+        assert conn.read_until_closed(timeout=0.5) == (b"", False)
+        conn.send(b"a")
+        assert conn.read_until_closed(timeout=5) == (
+            b"-ERR Protocol error: too big inline request\r\n", True)
+
+
 def test_empty_and_null_multibulk_are_ignored(c):
     c.send(b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n")
     assert c.read_raw_reply() == b"+PONG\r\n"

@@ -215,6 +215,41 @@ def test_getex(r, c):
     assert r.exists("k") == 0
 
 
+GETEX_OPTIONS = [
+    ("EX", "bad"), ("PX", "bad"), ("EXAT", "bad"), ("PXAT", "0"), ("EX", "-1"), ("EX", "0"),
+    ("EX", "99999999999999999"), ("EXAT", "99999999999999999"), ("ex", "bad"),
+    ("PERSIST",), ("PERSIST", "PERSIST"), ("EX", "10", "EX", "bad"), ("EX", "10", "EX", "20"),
+    ("EX",), ("FOO",), ("KEEPTTL",), ("EX", "10", "PX", "10"), ("PERSIST", "EX", "10"),
+    ("EX", "bad", "PERSIST"), ("EX", "bad", "FOO"),
+]
+
+
+def test_getex_checks_in_redis_order(same):
+    """GETEX (t_string.c getexCommand): the options' syntax, then the key (missing: nil), then
+    the time. Byte-equal to redis-server for a missing and for an existing key."""
+    for opts in GETEX_OPTIONS:
+        same("DEL", "gx")
+        same("GETEX", "gx", *opts)
+        same("SET", "gx", "v")
+        same("GETEX", "gx", *opts)
+        same("TTL", "gx")
+
+
+SET_OPTIONS = [
+    ("EX", "bad"), ("EX", "bad", "NX", "XX"), ("EX", "0", "NX", "XX"), ("EX", "bad", "FOO"),
+    ("EX", "10", "EX", "bad"), ("EX", "10", "EX", "20"), ("EX", "bad", "KEEPTTL"),
+    ("KEEPTTL", "KEEPTTL"), ("EX", "0", "GET"), ("NX", "NX"),
+]
+
+
+def test_set_checks_syntax_before_the_time(same):
+    """SET, like GETEX, reads all of its options' syntax before it checks the time."""
+    for opts in SET_OPTIONS:
+        same("DEL", "sx")
+        same("SET", "sx", "v", *opts)
+        same("TTL", "sx")
+
+
 # ---------------------------------------------------------------- multi-key
 
 def test_mget_mset(r, c):

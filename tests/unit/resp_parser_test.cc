@@ -172,6 +172,47 @@ TEST_CASE("parser: Redis 7.0 skips the bytes after a bulk and after a length lin
   CHECK(reqs == std::vector<Args>{{"multibulk:", "PING"}, {"multibulk:", "ECHO"}});
 }
 
+TEST_CASE("parser: a NUL before a line's end hides the end, as Redis 7.0's strchr does") {
+  using namespace std::string_literals;
+  resp::ParserLimits lim;
+  lim.max_inline_len = 16;
+  const std::string pad(16, 'a');
+  struct Case {
+    std::string in;
+    std::vector<Args> want;
+  };
+  const std::vector<Case> cases = {
+      // Nothing runs; the line waits for more than max_inline_len bytes, then is too big.
+      {"SET a b\0c\r\n"s, {}},
+      {"PING\0\r\nPING\r\n"s, {}},
+      {"PING\0\r\n"s + pad, {{"error:ERR Protocol error: too big inline request"}}},
+      {"\0"s + std::string(15, 'x'), {}},  // exactly max_inline_len bytes: still waiting
+      {"\0"s + std::string(16, 'x'), {{"error:ERR Protocol error: too big inline request"}}},
+      // A request before it runs; the NUL's line never does.
+      {"PING\r\n\0PING\r\n"s, {{"inline:", "PING"}}},
+      {"PING\r\0\nPING\r\n"s, {}},  // inline lines end at '\n'
+      {"*1\0\r\n$4\r\nPING\r\n"s + pad,
+       {{"error:ERR Protocol error: too big mbulk count string"}}},
+      {"*1\r\n$4\0\r\nPING\r\n"s + pad,
+       {{"error:ERR Protocol error: too big bulk count string"}}},
+      // After a length line's '\r' or inside a bulk, a NUL is just a byte.
+      {"*1\r\0$4\r\nPING\r\n"s, {{"multibulk:", "PING"}}},
+      {"*1\r\n$3\r\na\0b\r\n"s, {{"multibulk:", "a\0b"s}}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.in);
+    for (size_t i = 0; i <= c.in.size(); ++i) {  // the same at every split
+      Parser parser(lim);
+      CHECK(parse_chunks(parser, {c.in.substr(0, i), c.in.substr(i)}) == c.want);
+    }
+  }
+  // reset() forgets the blocked line.
+  Parser parser(lim);
+  CHECK(parse_all(parser, "PING\0\r\n"s).empty());
+  parser.reset();
+  CHECK(parse_all(parser, "PING\r\n") == std::vector<Args>{{"inline:", "PING"}});
+}
+
 TEST_CASE("split_inline_args: sdssplitargs quoting") {
   const std::pair<std::string_view, Args> ok[] = {
       {"set \"a b\" 'c d'", {"set", "a b", "c d"}},
