@@ -290,6 +290,11 @@ def test_cluster_sh_with_replicas_survives_kill_9_of_a_primary(tmp_path):
                                                   == "primary"]) == 3, timeout=30)
         print("cluster.sh: failover after kill -9 in %.2f s" % (time.monotonic() - t0))
         assert time.monotonic() - t0 < 10
+        # Every survivor serves the new topology (a client seeded from one that does not yet
+        # would be sent to the dead node).
+        wait_until("the survivors' slot maps", lambda: all(
+            victim not in [int(r[2][1]) for r in redis.Redis(port=p).execute_command("CLUSTER", "SLOTS")]
+            for p in range(base, base + 6) if p != victim))
         rc2 = RedisCluster(host="127.0.0.1", port=primaries[1], socket_timeout=20)
         missing = [k for k, v in values.items() if rc2.get(k) != v]
         assert not missing, missing[:5]
