@@ -82,6 +82,7 @@ Conn Conn::tls(const std::string& host, int port, const TlsFiles& files, size_t 
   SSL_CTX_free(ctx);  // the SSL holds its own reference
   if (ssl == nullptr) throw IoError(ssl_text("SSL_new"));
   SSL_set_fd(ssl, c.fd_);
+  SSL_set_read_ahead(ssl, 1);  // whole socket reads, not a record header and then its body
   c.ssl_ = ssl;  // freed with c
   if (SSL_connect(ssl) != 1) throw IoError(ssl_text("TLS handshake"));
   return c;
