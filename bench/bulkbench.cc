@@ -15,6 +15,7 @@
 //
 //   stratakv-bulkbench --port 6379 --size 32m --count 64 --keys 16 --connections 4 --op both
 //   stratakv-bulkbench --port 6379 --size 1m --count 2000 --pipeline 4 --verify --json
+//   stratakv-bulkbench --port 6380 --tls --cacert ca.crt --cert client.crt --key client.key
 //
 // MB/s counts the payload bytes of successful ops only (OK replies, hits of the right
 // length); MB/s means 10^6 bytes per second; ops/s counts every reply. Exit status: 0 on
@@ -68,6 +69,8 @@ struct Options {
   bool verify = false;
   bool json = false;
   std::string prefix = "bulkbench:";
+  bool tls = false;  // --tls: connect with TLS (the files below)
+  kvbench::Conn::TlsFiles tls_files;
 };
 
 [[noreturn]] void usage(const char* msg = nullptr) {
@@ -84,6 +87,8 @@ struct Options {
                "  --op set|get|both  phases to run (default both: SET then GET)\n"
                "  --verify           SET per-key patterns, GET checks every byte\n"
                "  --prefix S         key prefix (default bulkbench:)\n"
+               "  --tls              connect with TLS (tls-port); --cacert FILE verifies the\n"
+               "                     server, --cert FILE --key FILE are the client's certificate\n"
                "  --json             print one JSON line instead of the text report\n");
   std::exit(2);
 }
@@ -135,6 +140,10 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--connections" || a == "-c") o.connections = static_cast<int>(num(next(), 1, 4096));
     else if (a == "--pipeline" || a == "-P") o.pipeline = static_cast<int>(num(next(), 1, 65536));
     else if (a == "--prefix") o.prefix = next();
+    else if (a == "--tls") o.tls = true;
+    else if (a == "--cacert") o.tls_files.ca = next();
+    else if (a == "--cert") o.tls_files.cert = next();
+    else if (a == "--key") o.tls_files.key = next();
     else if (a == "--op") {
       std::string v = next();
       if (v == "set") { o.do_set = true; o.do_get = false; }
@@ -436,7 +445,8 @@ int main(int argc, char** argv) {
       w.first_op = next;
       w.ops = opt.count / static_cast<uint64_t>(C) + (static_cast<uint64_t>(i) < opt.count % static_cast<uint64_t>(C) ? 1 : 0);
       next += w.ops;
-      w.conn.emplace(kvbench::Conn::tcp(opt.host, opt.port, header_chunk));
+      w.conn.emplace(opt.tls ? kvbench::Conn::tls(opt.host, opt.port, opt.tls_files, header_chunk)
+                             : kvbench::Conn::tcp(opt.host, opt.port, header_chunk));
       const size_t alloc = std::max<size_t>(opt.size, 1);
       // SET sources: with --verify one per pipeline slot (each holds its key's pattern);
       // otherwise one buffer shared read-only by every connection.

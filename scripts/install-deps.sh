@@ -10,6 +10,8 @@ packages=(
   # libraries
   libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
   librocksdb-dev libibverbs-dev pybind11-dev python3-dev
+  # TLS on tls-port (Asio's SSL streams over OpenSSL); openssl makes the tests' certificates
+  libssl-dev openssl
   # scripts (EVAL): Lua 5.1, as Redis embeds, and the cjson and bit libraries Redis bundles
   liblua5.1-0-dev lua-cjson-dev lua-bitop-dev
   # the cluster: etcd's v3 JSON gateway over HTTP, JSON topology records; etcd for the tests

@@ -53,6 +53,28 @@ const std::vector<Spec>& specs() {
       {Key::kTcpBacklog, "tcp-backlog", Type::kInt, "511", false, 0, INT32_MAX},
       {Key::kRequirePass, "requirepass", Type::kString, "", true},
       {Key::kProtectedMode, "protected-mode", Type::kBool, "yes", true},
+      // TLS on a port of its own beside `port` (docs/tls.md), Redis's names and defaults.
+      // tls-port 0 = no TLS. The files and settings may change at run time: CONFIG SET builds
+      // a new context (connections made before keep theirs), or refuses and keeps the old.
+      {Key::kTlsPort, "tls-port", Type::kInt, "0", false, 0, 65535},
+      {Key::kTlsCertFile, "tls-cert-file", Type::kString, "", true},
+      {Key::kTlsKeyFile, "tls-key-file", Type::kString, "", true},
+      {Key::kTlsKeyFilePass, "tls-key-file-pass", Type::kString, "", true},
+      {Key::kTlsCaCertFile, "tls-ca-cert-file", Type::kString, "", true},
+      {Key::kTlsCaCertDir, "tls-ca-cert-dir", Type::kString, "", true},
+      // Whether a client must show a certificate the CA signed: yes (required), optional
+      // (checked when shown), no (neither asked nor checked). Read at each accept.
+      {Key::kTlsAuthClients, "tls-auth-clients", Type::kEnum, "yes", true, 0, 0,
+       {"no", "yes", "optional"}},
+      {Key::kTlsProtocols, "tls-protocols", Type::kString, "", true},  // "" = TLSv1.2 TLSv1.3
+      {Key::kTlsCiphers, "tls-ciphers", Type::kString, "", true},      // "" = OpenSSL's
+      {Key::kTlsCiphersuites, "tls-ciphersuites", Type::kString, "", true},
+      {Key::kTlsPreferServerCiphers, "tls-prefer-server-ciphers", Type::kBool, "no", true},
+      {Key::kTlsSessionCaching, "tls-session-caching", Type::kBool, "yes", true},
+      {Key::kTlsSessionCacheSize, "tls-session-cache-size", Type::kInt, "20480", true, 0,
+       INT32_MAX},
+      {Key::kTlsSessionCacheTimeout, "tls-session-cache-timeout", Type::kInt, "300", true, 0,
+       INT32_MAX},
       {Key::kProtoMaxBulkLen, "proto-max-bulk-len", Type::kSize, "512mb", true, 1024 * 1024},
       {Key::kClientQueryBufferLimit, "client-query-buffer-limit", Type::kSize, "1gb", true,
        1024 * 1024},

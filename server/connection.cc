@@ -11,6 +11,7 @@
 #include "server/log.h"
 #include "server/replication.h"
 #include "server/server.h"
+#include "server/tls.h"
 #include "tiering/key_lock.h"
 #include "tiering/value.h"
 
@@ -24,7 +25,7 @@ constexpr size_t kFlushThreshold = 256 * 1024;
 }  // namespace
 
 Connection::Connection(Server& server, Worker& worker, Socket socket, std::string peer,
-                       std::string local, bool is_unix)
+                       std::string local, bool is_unix, std::shared_ptr<TlsContext> tls)
     : txn(server.watches()),
       server_(server),
       worker_(worker),
@@ -40,6 +41,13 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       pubsub_(server.pubsub()) {
   authenticated = server_.config().num(Key::kRequirePass) == 0;
   writer_.set_error_observer(&Connection::count_error_reply, this);
+  if (tls != nullptr) {
+    const std::string_view auth = server_.config().choice(Key::kTlsAuthClients);
+    tls_ = std::make_unique<TlsStream>(std::move(tls), socket_,
+                                       auth == "no"         ? TlsAuthClients::kNo
+                                       : auth == "optional" ? TlsAuthClients::kOptional
+                                                            : TlsAuthClients::kYes);
+  }
 }
 
 Connection::~Connection() {
@@ -134,6 +142,11 @@ void Connection::close_for_output_limit() {
 
 asio::awaitable<std::pair<asio::error_code, size_t>> Connection::read_some(std::span<char> buf) {
   auto token = asio::experimental::as_tuple(asio::use_awaitable);
+  // TLS: SSL_read decrypts straight into `buf` (a large bulk's own block, too).
+  if (tls_ != nullptr) [[unlikely]] {
+    auto [ec, n] = co_await tls_->stream.async_read_some(asio::buffer(buf.data(), buf.size()), token);
+    co_return std::pair{ec, n};
+  }
   if (!is_unix_) {
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf.data(), buf.size()), token);
     co_return std::pair{ec, n};
@@ -304,12 +317,39 @@ asio::awaitable<bool> Connection::flush() {
   // 32 MiB reply would take 512 system calls. Hand the kernel everything at once instead.
   auto all = [](const asio::error_code& e, size_t) -> size_t { return e ? 0 : SIZE_MAX; };
   out_bytes_.store(total, std::memory_order_relaxed);  // omem and the output limits count it
-  auto [ec, n] = co_await asio::async_write(socket_, bufs, all,
-                                            asio::experimental::as_tuple(asio::use_awaitable));
+  asio::error_code ec;
+  size_t n = 0;
+  if (tls_ != nullptr) [[unlikely]] {
+    std::tie(ec, n) = co_await tls_write(bufs);
+  } else {
+    std::tie(ec, n) = co_await asio::async_write(socket_, bufs, all,
+                                                 asio::experimental::as_tuple(asio::use_awaitable));
+  }
   out_bytes_.store(0, std::memory_order_relaxed);
   WorkerStats::bump(worker_.stats.net_out, n);
   writer_.clear();
   co_return !ec && n == total;
+}
+
+asio::awaitable<std::pair<asio::error_code, size_t>> Connection::tls_write(
+    const std::vector<asio::const_buffer>& bufs) {
+  // Asio's SSL stream encrypts one record (up to 16 KiB) per write into the socket; small
+  // pieces side by side (a pipeline's replies) are gathered into one record of up to 8 KiB,
+  // and a large value is encrypted straight from its block.
+  auto [ec, n] =
+      co_await asio::async_write(tls_->stream, bufs, asio::experimental::as_tuple(asio::use_awaitable));
+  co_return std::pair{ec, n};
+}
+
+asio::awaitable<bool> Connection::tls_handshake() {
+  auto [ec] = co_await tls_->stream.async_handshake(asio::ssl::stream_base::server,
+                                                    asio::experimental::as_tuple(asio::use_awaitable));
+  if (!ec) co_return true;
+  // A client without a valid certificate, or not speaking TLS (a plain-text client on
+  // tls-port): dropped, as Redis does, with its line at verbose level.
+  log::verbose("Error accepting a client connection: " + tls_error_text(ec) + " (addr=" + peer_ +
+               " laddr=" + local_ + ")");
+  co_return false;
 }
 
 void Connection::account(size_t now, std::atomic<size_t>& counted,
@@ -357,6 +397,7 @@ asio::awaitable<void> Connection::run() {
   Config& config = server_.config();
   size_t pos = 0, have = 0;
   int64_t batch_ms = 0;  // wall clock of the batch: one clock read per read, not per command
+  if (tls_ != nullptr && !co_await tls_handshake()) closed_.store(true);
   while (!closed_.load(std::memory_order_relaxed)) {
     // 1. Run every complete request in the buffer.
     bool protocol_error = false;

@@ -38,15 +38,19 @@
 namespace server {
 
 class Server;
+class TlsContext;
+struct TlsStream;
 struct Worker;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using Socket = asio::generic::stream_protocol::socket;
 
-  /// `peer`/`local` are "ip:port" or, for the Unix socket, its path.
+  /// `peer`/`local` are "ip:port" or, for the Unix socket, its path. With `tls` (a client of
+  /// tls-port), the connection runs TLS over `socket` with that context, checking the client's
+  /// certificate per tls-auth-clients as it is now.
   Connection(Server& server, Worker& worker, Socket socket, std::string peer, std::string local,
-             bool is_unix);
+             bool is_unix, std::shared_ptr<TlsContext> tls = nullptr);
   ~Connection();
 
   /// Registers the client and starts its loop on the worker's thread.
@@ -57,6 +61,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close_after_reply() { close_after_reply_ = true; }
 
   uint64_t id() const { return id_; }
+  /// Whether this client came in on tls-port (its bytes are encrypted).
+  bool is_tls() const { return tls_ != nullptr; }
   const std::string& peer() const { return peer_; }
   const std::string& local() const { return local_; }
   Worker& worker() { return worker_; }
@@ -215,6 +221,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Reads what the socket has into `buf` (at least one byte, or an error). On the Unix socket
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
+  // TLS (server/tls.h): the handshake, before the first request (false: the client is
+  // dropped, as Redis logs it at verbose level); the stream's writes.
+  asio::awaitable<bool> tls_handshake();
+  asio::awaitable<std::pair<asio::error_code, size_t>> tls_write(
+      const std::vector<asio::const_buffer>& bufs);
   // The parser's allocator of large bulks: a block of the region, read into straight from the
   // socket; staged on the heap when memory is short; dropped unread when a key before it is in
   // a slot another node serves (stage 3, before any byte of it is allocated).
@@ -245,6 +256,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Server& server_;
   Worker& worker_;
   Socket socket_;
+  // tls-port's clients: the TLS stream over socket_ (null on the plain port and the Unix
+  // socket). Reads and writes test it once each: no virtual call on the plain path.
+  std::unique_ptr<TlsStream> tls_;
   const std::string peer_, local_;
   const bool is_unix_;
   const uint64_t id_;

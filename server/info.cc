@@ -109,7 +109,9 @@ void section_server(Server& srv, int64_t now_ms, std::string* s) {
   field(s, "process_id", static_cast<int64_t>(getpid()));
   field(s, "process_supervised", "no");
   field(s, "run_id", srv.run_id());
-  field(s, "tcp_port", srv.tcp_port());
+  // Redis: the plain port, or the TLS port when plain TCP is off; tls_port: stratakv's own.
+  field(s, "tcp_port", srv.tcp_port() != 0 ? srv.tcp_port() : srv.tls_port());
+  field(s, "tls_port", srv.tls_port());
   timeval tv;
   gettimeofday(&tv, nullptr);
   field(s, "server_time_usec", int64_t(tv.tv_sec) * 1000000 + tv.tv_usec);

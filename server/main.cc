@@ -136,6 +136,8 @@ int main(int argc, char** argv) {
   }
   server::log::notice("stratakv " + std::string(STRATAKV_VERSION) + " ready to accept connections" +
                       " port=" + std::to_string(srv.tcp_port()) +
+                      (srv.tls_port() != 0 ? " tls-port=" + std::to_string(srv.tls_port())
+                                           : std::string()) +
                       (config.str(server::Key::kUnixSocket).empty()
                            ? std::string()
                            : " unixsocket=" + config.str(server::Key::kUnixSocket)) +

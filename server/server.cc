@@ -14,6 +14,7 @@
 #include "server/log.h"
 #include "server/os_tuning.h"
 #include "server/replication.h"
+#include "server/tls.h"
 
 namespace server {
 
@@ -100,25 +101,45 @@ Server::~Server() {
 }
 
 std::optional<std::string> Server::listen() {
-  try {
-    std::string bind = config_.str(Key::kBind);
-    // `bind` may list several addresses; the first is used for now.
-    if (auto sp = bind.find(' '); sp != std::string::npos) bind.resize(sp);
-    if (bind.empty() || bind == "*") bind = "0.0.0.0";
-    asio::ip::tcp::endpoint ep(asio::ip::make_address(bind),
-                               static_cast<uint16_t>(config_.num(Key::kPort)));
-    tcp_acceptor_.emplace(main_io_);
-    tcp_acceptor_->open(ep.protocol());
-    tcp_acceptor_->set_option(asio::socket_base::reuse_address(true));
-    tcp_acceptor_->bind(ep);
-    tcp_acceptor_->listen(static_cast<int>(config_.num(Key::kTcpBacklog)));
-    tcp_port_ = tcp_acceptor_->local_endpoint().port();
-    accept_tcp();
-  } catch (const std::exception& e) {
-    return "could not listen on " + config_.str(Key::kBind) + ":" +
-           std::to_string(config_.num(Key::kPort)) + ": " + e.what();
+  std::string bind = config_.str(Key::kBind);
+  // `bind` may list several addresses; the first is used for now.
+  if (auto sp = bind.find(' '); sp != std::string::npos) bind.resize(sp);
+  if (bind.empty() || bind == "*") bind = "0.0.0.0";
+  const auto port = static_cast<uint16_t>(config_.num(Key::kPort));
+  const auto tls_port = static_cast<uint16_t>(config_.num(Key::kTlsPort));
+  const std::string path = config_.str(Key::kUnixSocket);
+  // Opens a TCP listener on `p` (0: a free port); returns the port it got.
+  auto open_tcp = [&](std::optional<asio::ip::tcp::acceptor>& acceptor, uint16_t p) {
+    asio::ip::tcp::endpoint ep(asio::ip::make_address(bind), p);
+    acceptor.emplace(main_io_);
+    acceptor->open(ep.protocol());
+    acceptor->set_option(asio::socket_base::reuse_address(true));
+    acceptor->bind(ep);
+    acceptor->listen(static_cast<int>(config_.num(Key::kTcpBacklog)));
+    return acceptor->local_endpoint().port();
+  };
+  // TLS first, as Redis: files that do not load stop the start before any port is open.
+  if (tls_port != 0 && configure_tls())
+    return std::string("Failed to configure TLS. Check logs for more info.");
+  // Port 0 turns plain TCP off when another listener is set (Redis: "port 0" with tls-port).
+  if (port != 0 || (tls_port == 0 && path.empty())) {
+    try {
+      tcp_port_ = open_tcp(tcp_acceptor_, port);
+      accept_tcp(*tcp_acceptor_, false);
+    } catch (const std::exception& e) {
+      return "could not listen on " + config_.str(Key::kBind) + ":" + std::to_string(port) +
+             ": " + e.what();
+    }
   }
-  std::string path = config_.str(Key::kUnixSocket);
+  if (tls_port != 0) {
+    try {
+      tls_port_ = open_tcp(tls_acceptor_, tls_port);
+      accept_tcp(*tls_acceptor_, true);
+    } catch (const std::exception& e) {
+      return "could not listen on " + config_.str(Key::kBind) + ":" + std::to_string(tls_port) +
+             " (tls-port): " + e.what();
+    }
+  }
   if (!path.empty()) {
     try {
       ::unlink(path.c_str());
@@ -131,15 +152,32 @@ std::optional<std::string> Server::listen() {
     }
   }
   // Cluster mode: the node's id and first topology, now that its port is known.
-  return cluster_->start(tcp_port_);
+  return cluster_->start(tcp_port_ != 0 ? tcp_port_ : tls_port_);
 }
 
-void Server::accept_tcp() {
+std::optional<std::string> Server::configure_tls() {
+  std::string error;
+  std::shared_ptr<TlsContext> ctx = TlsContext::create(config_, &error);
+  if (ctx == nullptr) {
+    log::warning(error);
+    return error;
+  }
+  std::lock_guard lock(tls_mu_);
+  tls_ctx_ = std::move(ctx);
+  return std::nullopt;
+}
+
+std::shared_ptr<TlsContext> Server::tls_context() const {
+  std::lock_guard lock(tls_mu_);
+  return tls_ctx_;
+}
+
+void Server::accept_tcp(asio::ip::tcp::acceptor& acceptor, bool tls) {
   Worker& worker = *workers_[next_worker_++ % workers_.size()];
-  tcp_acceptor_->async_accept(worker.io, [this, &worker](asio::error_code ec,
-                                                          asio::ip::tcp::socket sock) {
+  acceptor.async_accept(worker.io, [this, &worker, &acceptor, tls](asio::error_code ec,
+                                                                  asio::ip::tcp::socket sock) {
     if (ec) {
-      if (!stopping_) accept_tcp();
+      if (!stopping_) accept_tcp(acceptor, tls);
       return;
     }
     stats_.connections_received.fetch_add(1);
@@ -149,8 +187,11 @@ void Server::accept_tcp() {
     auto peer = sock.remote_endpoint(ignore);
     auto local = sock.local_endpoint(ignore);
     auto reject = [&](std::string_view text) {
-      std::string line = "-" + std::string(text) + "\r\n";
-      asio::write(sock, asio::buffer(line), ignore);
+      // On tls-port no plain text goes out before the handshake: the client is only dropped.
+      if (!tls) {
+        std::string line = "-" + std::string(text) + "\r\n";
+        asio::write(sock, asio::buffer(line), ignore);
+      }
       sock.close(ignore);
       stats_.connections_rejected.fetch_add(1);
     };
@@ -164,10 +205,11 @@ void Server::accept_tcp() {
       Connection::Socket generic(worker.io, asio::generic::stream_protocol(family, IPPROTO_TCP),
                                  sock.release());
       std::make_shared<Connection>(*this, worker, std::move(generic), endpoint_text(peer),
-                                   endpoint_text(local), false)
+                                   endpoint_text(local), false,
+                                   tls ? tls_context() : nullptr)
           ->start();
     }
-    if (!stopping_) accept_tcp();
+    if (!stopping_) accept_tcp(acceptor, tls);
   });
 }
 
@@ -365,6 +407,7 @@ void Server::stop() {
   asio::post(main_io_, [this] {
     asio::error_code ec;
     if (tcp_acceptor_) tcp_acceptor_->close(ec);
+    if (tls_acceptor_) tls_acceptor_->close(ec);
     if (unix_acceptor_) unix_acceptor_->close(ec);
     cron_timer_.cancel();
     signals_.cancel();

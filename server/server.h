@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -92,6 +93,7 @@ struct ServerStats {
 
 class Replication;
 class Migrations;
+class TlsContext;
 
 class Server {
  public:
@@ -100,8 +102,11 @@ class Server {
   explicit Server(Config& config, void (*more_commands)(CommandTable&) = nullptr);
   ~Server();
 
-  /// Binds the TCP listener (`bind`, `port`) and the Unix socket (`unixsocket`). Returns an
-  /// error text when a listener cannot be set up.
+  /// Binds the TCP listener (`bind`, `port`), the TLS listener (`tls-port`, after building its
+  /// context from the tls-* keys) and the Unix socket (`unixsocket`). `port` 0 turns the plain
+  /// TCP listener off when tls-port or unixsocket is set, as in Redis; with neither, it picks
+  /// a free port. Returns an error text when a listener cannot be set up (a TLS context that
+  /// cannot be built has its own line logged first, as Redis logs it).
   std::optional<std::string> listen();
   /// Runs the worker threads and the cron until stop(); blocks the calling thread.
   void run();
@@ -236,10 +241,20 @@ class Server {
 
   int64_t start_ms() const { return start_ms_; }
   const std::string& run_id() const { return run_id_; }
+  /// The plain TCP port listened on (0: none).
   uint16_t tcp_port() const { return tcp_port_; }
+  /// The TLS port listened on (0: none).
+  uint16_t tls_port() const { return tls_port_; }
+  /// Builds a TLS context from the tls-* keys as they are now and makes it the one new TLS
+  /// clients get (connected ones keep theirs). On failure logs Redis's line for it, keeps the
+  /// old context and returns that line. Thread-safe.
+  std::optional<std::string> configure_tls();
+  /// The TLS context new clients of tls-port get; null when TLS is off. Thread-safe.
+  std::shared_ptr<TlsContext> tls_context() const;
 
  private:
-  void accept_tcp();
+  // Accepts the next client of `acceptor`: the plain TCP port, or tls-port with `tls`.
+  void accept_tcp(asio::ip::tcp::acceptor& acceptor, bool tls);
   void accept_unix();
   void cron();
   void sync_eviction_options();
@@ -270,6 +285,9 @@ class Server {
   std::atomic<size_t> next_worker_{0};
   asio::io_context main_io_{1};  // listeners, cron and signals
   std::optional<asio::ip::tcp::acceptor> tcp_acceptor_;
+  std::optional<asio::ip::tcp::acceptor> tls_acceptor_;
+  mutable std::mutex tls_mu_;
+  std::shared_ptr<TlsContext> tls_ctx_;  // under tls_mu_
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
   asio::steady_timer cron_timer_;
   asio::signal_set signals_;
@@ -277,6 +295,7 @@ class Server {
   int64_t start_ms_;
   std::string run_id_;
   uint16_t tcp_port_ = 0;
+  uint16_t tls_port_ = 0;
   uint64_t last_ops_ = 0;
   int64_t last_ops_ms_ = 0;
   ScriptRunner scripts_;  // its threads run commands: stopped in run() and before the rest

@@ -8,6 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -18,6 +21,16 @@ namespace kvbench {
 namespace {
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+std::string ssl_text(const char* what) {
+  char buf[256];
+  ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
+  ERR_clear_error();
+  return std::string(what) + ": " + buf;
+}
+
+// SSL_read/SSL_write take an int.
+int io_len(size_t n) { return static_cast<int>(std::min<size_t>(n, 1 << 30)); }
 
 }  // namespace
 
@@ -49,6 +62,32 @@ Conn Conn::tcp(const std::string& host, int port, size_t staging_chunk) {
   return Conn(fd, staging_chunk);
 }
 
+Conn Conn::tls(const std::string& host, int port, const TlsFiles& files, size_t staging_chunk) {
+  Conn c = tcp(host, port, staging_chunk);
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) throw IoError(ssl_text("SSL_CTX_new"));
+  auto fail = [&](const char* what) {
+    SSL_CTX_free(ctx);
+    throw IoError(ssl_text(what));
+  };
+  if (!files.ca.empty()) {
+    if (SSL_CTX_load_verify_locations(ctx, files.ca.c_str(), nullptr) != 1) fail(files.ca.c_str());
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  }
+  if (!files.cert.empty() && SSL_CTX_use_certificate_chain_file(ctx, files.cert.c_str()) != 1)
+    fail(files.cert.c_str());
+  if (!files.key.empty() && SSL_CTX_use_PrivateKey_file(ctx, files.key.c_str(), SSL_FILETYPE_PEM) != 1)
+    fail(files.key.c_str());
+  SSL* ssl = SSL_new(ctx);
+  SSL_CTX_free(ctx);  // the SSL holds its own reference
+  if (ssl == nullptr) throw IoError(ssl_text("SSL_new"));
+  SSL_set_fd(ssl, c.fd_);
+  SSL_set_read_ahead(ssl, 1);  // whole socket reads, not a record header and then its body
+  c.ssl_ = ssl;  // freed with c
+  if (SSL_connect(ssl) != 1) throw IoError(ssl_text("TLS handshake"));
+  return c;
+}
+
 Conn Conn::unix_socket(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -71,9 +110,12 @@ Conn::Conn(Conn&& o) noexcept
       chunk_(o.chunk_),
       buf_(std::move(o.buf_)),
       begin_(o.begin_),
-      end_(o.end_) {}
+      end_(o.end_),
+      ssl_(std::exchange(o.ssl_, nullptr)) {}
 Conn& Conn::operator=(Conn&& o) noexcept {
   if (this != &o) {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    ssl_ = std::exchange(o.ssl_, nullptr);
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(o.fd_, -1);
     chunk_ = o.chunk_;
@@ -84,11 +126,18 @@ Conn& Conn::operator=(Conn&& o) noexcept {
   return *this;
 }
 Conn::~Conn() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 void Conn::send_all(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
+  while (ssl_ != nullptr && n > 0) {
+    const int w = SSL_write(ssl_, p, io_len(n));
+    if (w <= 0) throw IoError(ssl_text("SSL_write"));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
   while (n > 0) {
     ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
     if (w < 0) {
@@ -101,6 +150,21 @@ void Conn::send_all(const void* data, size_t n) {
 }
 
 void Conn::writev_all(iovec* iov, size_t cnt) {
+  if (ssl_ != nullptr) {
+    // One TLS record per piece but for small pieces side by side, gathered first.
+    std::string small;
+    for (size_t i = 0; i < cnt; ++i) {
+      if (iov[i].iov_len < 16384) {
+        small.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+        continue;
+      }
+      send_all(small);
+      small.clear();
+      send_all(iov[i].iov_base, iov[i].iov_len);
+    }
+    send_all(small);
+    return;
+  }
   while (cnt > 0) {
     const int batch = static_cast<int>(std::min<size_t>(cnt, IOV_MAX));
     ssize_t w = ::writev(fd_, iov, batch);
@@ -122,6 +186,7 @@ void Conn::writev_all(iovec* iov, size_t cnt) {
 }
 
 void Conn::send_with_fd(std::string_view s, int fd) {
+  if (ssl_ != nullptr) throw IoError("file descriptors cannot be passed over TLS");
   iovec iov{const_cast<char*>(s.data()), s.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
@@ -165,6 +230,11 @@ void Conn::read_exact(void* dst, size_t n) {
   std::memcpy(d, buf_.data() + begin_, staged);
   begin_ += staged;
   size_t got = staged;
+  while (ssl_ != nullptr && got < n) {
+    const int r = SSL_read(ssl_, d + got, io_len(n - got));
+    if (r <= 0) throw IoError(ssl_text("SSL_read"));
+    got += static_cast<size_t>(r);
+  }
   while (got < n) {
     ssize_t r = ::recv(fd_, d + got, n - got, MSG_WAITALL);
     if (r < 0) {
@@ -194,6 +264,12 @@ void Conn::fill() {
     begin_ = 0;
   }
   const size_t room = std::min(kCap - end_, chunk_);
+  if (ssl_ != nullptr) {
+    const int r = SSL_read(ssl_, buf_.data() + end_, io_len(room));
+    if (r <= 0) throw IoError(ssl_text("SSL_read"));
+    end_ += static_cast<size_t>(r);
+    return;
+  }
   for (;;) {
     ssize_t r = ::recv(fd_, buf_.data() + end_, room, 0);
     if (r < 0) {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+struct ssl_st;  // OpenSSL's SSL
+
 namespace kvbench {
 
 /// A connection failed or the server broke the protocol: the connection is unusable.
@@ -28,6 +30,16 @@ class Conn {
   static Conn tcp(const std::string& host, int port, size_t staging_chunk = kChunk);
   /// Connects to a Unix socket. Throws IoError.
   static Conn unix_socket(const std::string& path);
+
+  /// TLS files of Conn::tls (PEM). `ca` verifies the server's certificate (its host name is
+  /// not checked: a benchmark of loopback); `cert`/`key`, when set, are the client's.
+  struct TlsFiles {
+    std::string ca, cert, key;
+  };
+  /// Connects to host:port as tcp() does, then does a TLS handshake (OpenSSL, blocking):
+  /// every byte after goes through it. Throws IoError.
+  static Conn tls(const std::string& host, int port, const TlsFiles& files,
+                  size_t staging_chunk = kChunk);
 
   Conn(Conn&& o) noexcept;
   Conn& operator=(Conn&& o) noexcept;
@@ -60,6 +72,7 @@ class Conn {
   size_t chunk_ = kChunk;
   std::vector<char> buf_;
   size_t begin_ = 0, end_ = 0;
+  ssl_st* ssl_ = nullptr;  // Conn::tls: reads and writes go through it
 };
 
 }  // namespace kvbench

@@ -102,6 +102,8 @@ void cmd_replconf(CommandContext& ctx) {
 // PSYNC <replid> <offset>: the reply line, then the socket becomes the replica's feed.
 void cmd_psync(CommandContext& ctx) {
   if (!ctx.conn.replica_capa_stratakv) return ctx.out.error(err::kPsyncNotStratakv);
+  // The feed takes over the raw socket (hand_off_after_reply): a TLS stream cannot follow it.
+  if (ctx.conn.is_tls()) return ctx.out.error(err::kPsyncOverTls);
   const auto offset = parse_int(ctx.args[2]);
   if (!offset) return ctx.out.error(err::kNotInteger);
   Replication& repl = ctx.server.replication();

@@ -142,13 +142,26 @@ void cmd_config_set(CommandContext& ctx) {
       for (const auto& p : pairs) (void)config.set(p.name, p.old, false);
     }
   }
+  // A tls-* key changed while TLS is on: a new context (checked as at start: tls-auth-clients
+  // needs a CA, too), or none of the pairs is kept and the old context stays.
+  if (error.empty() && ctx.server.tls_port() != 0) {
+    for (const auto& p : pairs) {
+      if (!p.name.starts_with("tls-")) continue;
+      if (ctx.server.configure_tls()) {
+        error = err::kTlsReconfigure;
+        error_arg = p.name;
+        for (const auto& q : pairs) (void)config.set(q.name, q.old, false);
+      }
+      break;
+    }
+  }
   if (!error.empty())
     return ctx.out.error(err::config_set_failed(error_arg, error));
   for (const auto& p : pairs) {
     if (p.name == "loglevel")
       log::configure(static_cast<log::Level>(config.num(Key::kLogLevel)), "");
-    log::verbose("config set " + p.name + "=" + (p.name == "requirepass" ? "(redacted)"
-                                                                        : std::string(p.value)));
+    const bool secret = p.name == "requirepass" || p.name == "tls-key-file-pass";
+    log::verbose("config set " + p.name + "=" + (secret ? "(redacted)" : std::string(p.value)));
   }
   ctx.out.ok();
 }

@@ -185,6 +185,25 @@ TEST_CASE("SSD tier keys: built-in defaults, units, enums, '-' for '_'") {
   CHECK(c.num(Key::kPromoteAfter) == 3);
 }
 
+TEST_CASE("TLS keys: Redis's names and defaults") {
+  Config c;
+  CHECK(c.num(Key::kTlsPort) == 0);  // no TLS
+  CHECK(c.get("tls-auth-clients").at(0).second == "yes");
+  CHECK(c.get("tls-prefer-server-ciphers").at(0).second == "no");
+  CHECK(c.get("tls-session-caching").at(0).second == "yes");
+  CHECK(c.num(Key::kTlsSessionCacheSize) == 20480);
+  CHECK(c.num(Key::kTlsSessionCacheTimeout) == 300);
+  CHECK(c.str(Key::kTlsProtocols).empty());
+  CHECK(c.set("tls-port", "6380", true).has_value());  // not at run time
+  CHECK_FALSE(c.set("tls-port", "6380", false).has_value());
+  CHECK_FALSE(c.set("tls-cert-file", "/etc/stratakv/server.crt", true).has_value());
+  CHECK_FALSE(c.set("TLS-AUTH-CLIENTS", "optional", true).has_value());
+  CHECK(c.choice(Key::kTlsAuthClients) == "optional");
+  CHECK(*c.set("tls-auth-clients", "maybe", true) ==
+        "argument(s) must be one of the following: no, yes, optional");
+  CHECK(c.get("tls-*").size() == 14);
+}
+
 TEST_CASE("human_bytes formats like INFO") {
   CHECK(Config::human_bytes(100) == "100B");
   CHECK(Config::human_bytes(1536) == "1.50K");

@@ -38,6 +38,16 @@ TEST_CASE("unix:// URLs") {
   CHECK(u.path == "/tmp/s.sock");
 }
 
+TEST_CASE("rediss:// is refused with a clear reason (no TLS in Debian's hiredis 0.14)") {
+  try {
+    parse_url("rediss://127.0.0.1:6380");
+    FAIL("no error");
+  } catch (const stratakv::Error& e) {
+    CHECK(e.kind() == stratakv::Error::Kind::kUsage);
+    CHECK(std::string(e.what()).find("rediss:// (TLS) is not supported") != std::string::npos);
+  }
+}
+
 TEST_CASE("bad URLs are usage errors") {
   for (const char* bad : {"", "redis:/h", "http://h", "redis://", "redis://h:", "redis://h:0", "redis://h:65536",
                           "redis://h:12x", "redis://[::1", "redis://h/1", "unix://", "unix://rel.sock",

@@ -75,6 +75,10 @@ Url parse_url(std::string_view text) {
   } else if (text.starts_with("unix://")) {
     url.scheme = Url::Scheme::kUnix;
     rest = text.substr(7);
+  } else if (text.starts_with("rediss://")) {
+    // TLS needs hiredis_ssl (hiredis 1.0+); Debian 12's libhiredis-dev is 0.14, without it.
+    bad(text, "rediss:// (TLS) is not supported by this build of the SDK: its hiredis has no "
+              "TLS (docs/tls.md); use redis-py or redis-cli --tls, or the plain port");
   } else {
     bad(text, "the scheme must be redis://, unix:// or redis+cluster://");
   }

@@ -28,7 +28,7 @@ struct Url {
 /// Parses `redis://[[user]:password@]host[:port][/0]`, `[user:password@]` with IPv6 hosts in
 /// brackets, and `unix://[[user]:password@]/path[?password=..&user=..]`. Percent-escapes in the
 /// user, password and path are decoded. The query may also hold `read_from=primary|replicas|
-/// nearest`. Throws Error(kUsage) naming what is wrong.
+/// nearest`. Throws Error(kUsage) naming what is wrong; `rediss://` too (no TLS in hiredis 0.14).
 Url parse_url(std::string_view text);
 
 /// Whether `text` is a cluster URL (starts with "redis+cluster://").
