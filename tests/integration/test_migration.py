@@ -243,3 +243,28 @@ def test_target_out_of_memory_rolls_back(etcd):
         rc.close()
     finally:
         cl.stop()
+
+
+def test_migration_stream_authenticates_as_replication(etcd):
+    # Every node requires a password; the target authenticates to the source with masterauth.
+    cl = Cluster(etcd, shards=1, empty=1, requirepass="s3cret", masterauth="s3cret")
+    try:
+        source, target = cl.nodes
+        rc = RedisCluster(host="127.0.0.1", port=source.port, password="s3cret", socket_timeout=20)
+        data = slot_keys(rc, range(0, 8), 5, [1000])
+        mid = cl.start_migration(source, target, 0, 3)
+        wait_until("done", lambda: cl.state(mid) == "done")
+        # A target with the wrong masterauth is refused: the range stays with the source.
+        target.client().config_set("masterauth", "wrong")
+        mid = cl.start_migration(source, target, 4, 7)
+        time.sleep(2)
+        assert cl.state(mid) == "streaming"
+        assert not [r for r in migrations(source) if r["id"] == mid]
+        assert cl.set_state(mid, "cancelled") == "cancelled"
+        rc2 = RedisCluster(host="127.0.0.1", port=target.port, password="s3cret", socket_timeout=20)
+        for k, v in data.items():
+            assert rc2.get(k) == v, k
+        rc.close()
+        rc2.close()
+    finally:
+        cl.stop()
