@@ -266,4 +266,14 @@ void prune_migrations(Topology& t, size_t keep_finished) {
   t.migrations = std::move(kept);
 }
 
+std::string slots_text(const std::vector<SlotRange>& slots) {
+  std::string out;
+  for (const SlotRange& r : slots) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(r.first);
+    if (r.last != r.first) out += "-" + std::to_string(r.last);
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace cluster

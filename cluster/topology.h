@@ -133,6 +133,9 @@ NodeRecord decode_node_record(std::string_view json);
 /// std::invalid_argument.
 std::vector<SlotRange> split_evenly(size_t n);
 
+/// Slot ranges as people read them: "0-99,200,300-310"; "-" for none.
+std::string slots_text(const std::vector<SlotRange>& slots);
+
 /// A new random 40-hex-character id (node or shard), from std::random_device.
 std::string new_id();
 

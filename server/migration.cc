@@ -36,15 +36,6 @@ const cluster::Migration* find(const cluster::Topology& t, std::string_view id) 
   return nullptr;
 }
 
-std::string ranges_text(const std::vector<cluster::SlotRange>& ranges) {
-  std::string s;
-  for (const cluster::SlotRange& r : ranges) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(r.first);
-    if (r.last != r.first) s += '-' + std::to_string(r.last);
-  }
-  return s;
-}
 
 int64_t us_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
@@ -176,7 +167,7 @@ void Migrations::attach_export(int fd, const std::string& id) {
   x->feed = std::make_unique<cluster::ReplicaFeed>(std::move(o));
   SlotOwner& owner = server_.slot_owner();
   for (const auto& r : x->ranges) owner.set_migrating(r.first, r.last, true);
-  log::notice(tag + "started: copying slots " + ranges_text(x->ranges) + " to shard " +
+  log::notice(tag + "started: copying slots " + cluster::slots_text(x->ranges) + " to shard " +
               x->target.substr(0, 8));
   x->feed->start();
   {
@@ -254,7 +245,7 @@ void Migrations::reconcile_imports(const ClusterView& view) {
     Record r;
     r.id = i->id;
     r.role = "import";
-    r.slots = ranges_text(i->ranges);
+    r.slots = cluster::slots_text(i->ranges);
     r.peer = i->source_shard;
     r.state = i->no_room->load() ? "failed (out of memory)" : m ? m->state : "gone";
     r.started_ms = i->started_ms;
@@ -305,7 +296,7 @@ void Migrations::reconcile_imports(const ClusterView& view) {
       (warning ? log::warning : log::notice)(tag + std::string(line));
     };
     log::notice("migration " + imp->id.substr(0, 8) + " import of slots " +
-                ranges_text(imp->ranges) + " from " + w.addr);
+                cluster::slots_text(imp->ranges) + " from " + w.addr);
     imp->link = std::make_unique<cluster::ReplicaLink>(std::move(o));
     imp->link->start();
     std::lock_guard lock(mu_);
@@ -330,7 +321,7 @@ void Migrations::end_export(Export& x, const std::string& state) {
   Record r;
   r.id = x.id;
   r.role = "export";
-  r.slots = ranges_text(x.ranges);
+  r.slots = cluster::slots_text(x.ranges);
   r.peer = x.target;
   r.state = replaced ? "restarted" : state;
   r.keys = x.feed->copied_keys();
@@ -520,7 +511,7 @@ bool Migrations::handover(Export& x) {
   }
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.2f", static_cast<double>(pause_us) / 1000.0);
-  log::notice(tag + "handed over: slots " + ranges_text(x.ranges) + " served by shard " +
+  log::notice(tag + "handed over: slots " + cluster::slots_text(x.ranges) + " served by shard " +
               x.target.substr(0, 8) + " from topology version " + std::to_string(t->version) +
               "; writes paused " + pause + " ms (drain " + std::to_string(drained_us) +
               " us, catch-up " + std::to_string(caught_up_us - drained_us) + " us, CAS " +
@@ -621,7 +612,7 @@ void Migrations::describe(resp::Writer& out) const {
       Record r;
       r.id = x->id;
       r.role = "export";
-      r.slots = ranges_text(x->ranges);
+      r.slots = cluster::slots_text(x->ranges);
       r.peer = x->target;
       r.state = x->feed->state() == cluster::ReplicaFeed::State::kSnapshot ? "copying" : "streaming";
       r.keys = x->feed->copied_keys();
@@ -633,7 +624,7 @@ void Migrations::describe(resp::Writer& out) const {
       Record r;
       r.id = i->id;
       r.role = "import";
-      r.slots = ranges_text(i->ranges);
+      r.slots = cluster::slots_text(i->ranges);
       r.peer = i->source_shard;
       r.state = i->link->state() == cluster::ReplicaLink::State::kUp ? "streaming" : "copying";
       r.bytes = i->link->offset();

@@ -186,15 +186,6 @@ cluster::Topology assign_slots(const cluster::Topology& t, uint16_t first, uint1
 }
 
 
-std::string slots_text(const std::vector<cluster::SlotRange>& slots) {
-  std::string out;
-  for (const cluster::SlotRange& r : slots) {
-    if (!out.empty()) out += ",";
-    out += std::to_string(r.first);
-    if (r.last != r.first) out += "-" + std::to_string(r.last);
-  }
-  return out.empty() ? "-" : out;
-}
 
 std::string describe_shard(const cluster::Topology& t, const cluster::Shard& shard) {
   const cluster::NodeAddress* p = shard.primary.empty() ? nullptr : t.node(shard.primary);

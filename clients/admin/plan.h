@@ -98,8 +98,7 @@ struct Move {
 std::vector<Move> plan_rebalance(const cluster::Topology& t,
                                  const std::vector<std::string>& exclude);
 
-/// Ranges as the operator writes them: "0-999,2000,3000-3099"; "-" when empty.
-std::string slots_text(const std::vector<cluster::SlotRange>& slots);
+using cluster::slots_text;  // "0-99,200" (cluster/topology.h)
 
 /// "shard 1a2b3c4d (127.0.0.1:7000)": a shard's short id and its primary's address ("no
 /// primary" when it has none).

@@ -155,3 +155,14 @@ def same(r, raw, redis_srv):
     call = make()
     call.pair = make
     return call
+
+
+@pytest.fixture
+def etcd():
+    """A real etcd on free loopback ports with a temporary data directory (etcd_util.Etcd);
+    the test is skipped where etcd is not installed."""
+    from etcd_util import Etcd, etcd_binary
+    if etcd_binary() is None:
+        pytest.skip("etcd is not installed")
+    with Etcd() as e:
+        yield e

@@ -299,3 +299,13 @@ def stop_servers(*servers):
         pytest.fail("; ".join(problems), pytrace=False)
 
 
+def wait_until(what, fn, timeout=60.0):
+    """Polls `fn` every 20 ms until it returns something true, and returns that; fails the test
+    naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)

@@ -7,22 +7,12 @@ tags, and CLUSTER GETSLOTMIGRATIONS parsed.
 import json
 import os
 import random
-import time
 
-from harness import Server, free_port, stop_servers
+from harness import Server, free_port, stop_servers, wait_until  # noqa: F401 (re-exported)
 from test_cluster_etcd import admin
 
 LEASE_TTL = 2
 
-
-def wait_until(what, fn, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.02)
 
 
 class Cluster:

@@ -22,7 +22,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from etcd_util import Etcd, etcd_binary
-from harness import server_binary
+from harness import server_binary, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ACTIVE = ("streaming", "handover")
@@ -47,22 +47,6 @@ def admin_bg(etcd, prefix, *args):
                             stderr=subprocess.PIPE, text=True)
 
 
-def wait_until(what, fn, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def etcd():
-    if etcd_binary() is None:
-        pytest.skip("etcd is not installed")
-    with Etcd() as e:
-        yield e
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from redis.cluster import RedisCluster
 
-from etcd_util import Etcd, etcd_binary
-from harness import Server, free_port, server_binary, stop_servers
+from etcd_util import etcd_binary
+from harness import Server, free_port, server_binary, stop_servers, wait_until
 from resp_util import Err, Simple
 
 OK = Simple("OK")
@@ -43,21 +43,6 @@ def info(srv, section="cluster"):
     return srv.client().info(section)
 
 
-def wait_until(what, fn, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        if fn():
-            return
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def etcd():
-    if etcd_binary() is None:
-        pytest.skip("etcd is not installed")
-    with Etcd() as e:
-        yield e
 
 
 def start_nodes(etcd, prefix, n):

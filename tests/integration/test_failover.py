@@ -14,30 +14,14 @@ import time
 import pytest
 from redis.cluster import RedisCluster
 
-from etcd_util import Etcd, etcd_binary
-from harness import Server, free_port, stop_servers
+from etcd_util import etcd_binary
+from harness import Server, free_port, stop_servers, wait_until
 from resp_util import RawConn, Simple
 from test_cluster_etcd import admin
 
 LEASE_TTL = 2  # seconds (etcd's minimum is about this)
 
 
-@pytest.fixture
-def etcd():
-    if etcd_binary() is None:
-        pytest.skip("etcd is not installed")
-    with Etcd() as e:
-        yield e
-
-
-def wait_until(what, fn, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.02)
 
 
 def role(srv):

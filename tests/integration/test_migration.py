@@ -10,20 +10,11 @@ import os
 import threading
 import time
 
-import pytest
 from redis.cluster import RedisCluster
 
-from etcd_util import Etcd, etcd_binary
 from migration_util import Cluster, count_everywhere, find_tag, migrations, slot_keys, wait_until
 from resp_util import Err
 
-
-@pytest.fixture
-def etcd():
-    if etcd_binary() is None:
-        pytest.skip("etcd is not installed")
-    with Etcd() as e:
-        yield e
 
 
 def test_move_slots_under_load_nothing_lost(etcd):

@@ -22,20 +22,11 @@ import redis
 from redis.cluster import RedisCluster
 
 from etcd_util import etcd_binary
-from harness import server_binary
+from harness import server_binary, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "clients" / "node"
 
-
-def wait_until(what, fn, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.05)
 
 
 def free_base(n):
