@@ -84,7 +84,8 @@ def test_nodes_wait_for_a_topology_then_follow_etcd(etcd):
         old = next(s for s in nodes if s.port == port(owner))
         new = next(s for s in nodes if s.port == port(target))
         admin(etcd, prefix, "assign-slots", str(slot), "--to", "127.0.0.1:%d" % new.port)
-        wait_until("version 2", lambda: info(old)["cluster_topology_version"] == 2)
+        for srv in nodes:  # every node, so that the new owner serves the slot too
+            wait_until("version 2", lambda: info(srv)["cluster_topology_version"] == 2)
         assert old.raw().call("SET", "moving-key", "v") == Err(
             "MOVED %d 127.0.0.1:%d" % (slot, new.port))
         assert new.raw().call("SET", "moving-key", "v") == OK

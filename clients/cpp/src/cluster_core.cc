@@ -254,7 +254,10 @@ void ClusterCore::refresh(const NodeAddress* first, const NodeAddress* avoid) {
   }
   std::vector<NodeAddress> candidates;
   if (first) candidates.push_back(*first);
-  for (const NodeAddress& n : map()->nodes()) candidates.push_back(n);
+  const std::shared_ptr<const SlotMap> known = map();
+  for (const NodeAddress& n : known->nodes()) candidates.push_back(n);
+  // A replica knows the new map once it took over from a primary that is gone (failover).
+  for (const NodeAddress& n : known->replicas()) candidates.push_back(n);
   for (const Url& u : seeds_) candidates.push_back({u.host, u.port, {}});
   std::set<std::string> tried;
   if (avoid) tried.insert(avoid->address());
