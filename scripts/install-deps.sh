@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # build
   g++ cmake ninja-build pkg-config ccache
+  # the fuzz targets (scripts/fuzz.sh): clang with libFuzzer and its sanitizer runtimes
+  clang libclang-rt-dev
   # libraries
   libasio-dev libhiredis-dev libtoml11-dev doctest-dev libjemalloc-dev libxxhash-dev
   librocksdb-dev libibverbs-dev pybind11-dev python3-dev

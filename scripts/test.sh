@@ -10,6 +10,9 @@
 # "=== release: N s (build B s, tests T s)".
 #   STRATAKV_TEST_SANITIZE=0 skips the ASan+UBSan pass (it is on by default and in CI).
 #   STRATAKV_TEST_TSAN=1 adds a ThreadSanitizer pass (off by default: it roughly doubles the time).
+# After the Release pass, scripts/fuzz.sh builds the libFuzzer targets (tests/fuzz, clang) and
+# runs each 30 s over a copy of its seed corpus, failing on any crash (about 3 min with the
+# build). STRATAKV_SKIP_FUZZ=1 skips it (for local runs; CI runs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +53,10 @@ run_suite() {
 }
 
 run_suite release
+if [ "${STRATAKV_SKIP_FUZZ:-0}" != "1" ]; then
+  echo "=== fuzz"
+  scripts/fuzz.sh --seconds 30
+fi
 if [ "${STRATAKV_TEST_SANITIZE:-1}" != "0" ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
