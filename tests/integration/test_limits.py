@@ -195,8 +195,10 @@ def keepalive_timers(port):
                          capture_output=True, text=True, check=True).stdout
     timers = []
     for line in out.splitlines():
-        m = re.search(r"timer:\(keepalive,(?:(\d+)min)?(\d+)sec", line)
-        timers.append(int(m.group(1) or 0) * 60 + int(m.group(2)) if m else None)
+        # ss prints the time left as "4min59sec", "5min" (whole minutes) or "59sec".
+        m = re.search(r"timer:\(keepalive,(?:(\d+)min)?(?:(\d+)sec)?", line)
+        ok = m is not None and (m.group(1) or m.group(2))
+        timers.append(int(m.group(1) or 0) * 60 + int(m.group(2) or 0) if ok else None)
     return timers
 
 
