@@ -171,7 +171,7 @@ uint64_t Evictor::evict_ttl(int64_t now) {
     if (shard.mu.held_long()) continue;  // a script holds it: never wait for one
     std::lock_guard lock(shard.mu);
     const Shard::Item* item =
-        shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i.second); });
+        shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i); });
     if (item && item->second.expire_ms < best_deadline && !shard.leased(item, now)) {
       best_deadline = item->second.expire_ms;
       best_shard = i;
@@ -196,10 +196,10 @@ uint64_t Evictor::evict_random(bool volatile_only, int64_t now) {
       const Shard::Item* item = nullptr;
       for (int tries = 0; tries < 16 && item == nullptr; ++tries) {
         const Shard::Item* pick = shard.map().random_node(rng_);
-        if ((!volatile_only || pick->second.expire_ms != 0) && candidate(pick->second)) item = pick;
+        if ((!volatile_only || pick->second.expire_ms != 0) && candidate(*pick)) item = pick;
       }
       if (item == nullptr && volatile_only)
-        item = shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i.second); });
+        item = shard.soonest_expiring_if([this](const Shard::Item& i) { return candidate(i); });
       if (item == nullptr || shard.leased(item, now)) continue;
       key = std::string(item->key());
     }
@@ -221,7 +221,7 @@ uint64_t Evictor::evict_best(const EvictionOptions& o, int64_t now) {
       for (const Shard::Item& item : shard.map()) {
         const auto& [key, e] = item;
         if (volatile_only && e.expire_ms == 0) continue;
-        if (!candidate(e) || shard.leased(&item, now)) continue;
+        if (!candidate(item) || shard.leased(&item, now)) continue;
         const uint64_t s = score(e, o, now);
         if (best.size() == kExactCandidates && s <= best.back().score) continue;
         auto at = std::find_if(best.begin(), best.end(), [&](auto& c) { return c.score < s; });
@@ -256,7 +256,7 @@ void Evictor::fill_pool(const EvictionOptions& o, int64_t now) {
     if (shard.size() == 0) continue;
     const Shard::Item* item = shard.map().random_node(rng_);
     if (volatile_only && item->second.expire_ms == 0) continue;
-    if (!candidate(item->second) || shard.leased(item, now)) continue;
+    if (!candidate(*item) || shard.leased(item, now)) continue;
     offer({score(item->second, o, now), i, std::string(item->key())});
   }
 }

@@ -175,6 +175,12 @@ class Evictor {
   bool candidate(const Entry& e) const {
     return e.value && !(e.flags & kEntryDemoting) && (!clean_only_ || (e.flags & kEntrySsd));
   }
+  // candidate(), and not a key of a hidden slot (a migration's import) unless a demoter can
+  // take it: such a key is never evicted (evict_key), so without a demoter it is no victim.
+  bool candidate(const Shard::Item& item) const {
+    return candidate(item.second) &&
+           (demoter_ != nullptr || !ks_.any_hidden() || !ks_.hidden(ks_.slot_of(item.key())));
+  }
   uint64_t evict_ttl(int64_t now);
   uint64_t evict_random(bool volatile_only, int64_t now);
   uint64_t evict_best(const EvictionOptions& o, int64_t now);

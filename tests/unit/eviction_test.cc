@@ -221,3 +221,33 @@ TEST_CASE("every maxmemory-policy name of Redis maps to its policy and back") {
   CHECK(volatile_policy(EvictionPolicy::kVolatileTtl));
   CHECK_FALSE(volatile_policy(EvictionPolicy::kNoEviction));
 }
+
+TEST_CASE("a hidden slot's keys (a migration's import) are never evicted; the others are") {
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 100; ++i) put(ks, "k" + std::to_string(i), now - 100'000 + i * 10);
+  // The 40 least recently used keys are hidden: an exact pass would pick them first.
+  std::vector<bool> hidden(100);
+  for (int i = 0; i < 40; ++i) ks.set_hidden(ks.slot_of("k" + std::to_string(i)), true);
+  size_t unhidden = 0;
+  for (int i = 0; i < 100; ++i) {
+    hidden[i] = ks.hidden(ks.slot_of("k" + std::to_string(i)));
+    unhidden += hidden[i] ? 0 : 1;
+  }
+  // Used memory counts every key, hidden ones included (size() passes them over).
+  Evictor ev(ks, [&] { return ks.table_figures().keys * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 100 * kUnit));
+  CHECK(ev.evict_to(80 * kUnit, now) == 20);
+  size_t evicted_hidden = 0, kept = 0;
+  for (int i = 0; i < 100; ++i) {
+    const bool there = present(ks, "k" + std::to_string(i), now);
+    if (hidden[i] && !there) ++evicted_hidden;
+    kept += there ? 1 : 0;
+  }
+  CHECK(evicted_hidden == 0);
+  CHECK(kept == 80);
+  // Nothing but hidden keys left to evict: eviction finds no victim (the import then ends).
+  CHECK(ev.evict_to((100 - unhidden) * kUnit / 2, now) == unhidden - 20);
+  for (int i = 0; i < 100; ++i)
+    if (hidden[i]) CHECK(present(ks, "k" + std::to_string(i), now));
+}
