@@ -52,6 +52,20 @@ struct Migrations::Export {
   int64_t started_ms = 0;
   int64_t next_try_ms = 0;  // the next handover attempt (wall clock)
   bool replaced = false;    // a newer feed of the same migration took over (mu_)
+
+  /// Its CLUSTER GETSLOTMIGRATIONS row, in `state`.
+  Record row(std::string state) const {
+    Record r;
+    r.id = id;
+    r.role = "export";
+    r.slots = cluster::slots_text(ranges);
+    r.peer = target;
+    r.state = std::move(state);
+    r.keys = feed->copied_keys();
+    r.bytes = feed->copied_bytes();
+    r.started_ms = started_ms;
+    return r;
+  }
 };
 
 struct Migrations::Import {
@@ -60,6 +74,19 @@ struct Migrations::Import {
   std::unique_ptr<cluster::ReplicaLink> link;
   std::shared_ptr<std::atomic<bool>> no_room = std::make_shared<std::atomic<bool>>(false);
   int64_t started_ms = 0;
+
+  /// Its CLUSTER GETSLOTMIGRATIONS row, in `state` (bytes: of the stream applied).
+  Record row(std::string state) const {
+    Record r;
+    r.id = id;
+    r.role = "import";
+    r.slots = cluster::slots_text(ranges);
+    r.peer = source_shard;
+    r.state = std::move(state);
+    r.bytes = link->offset();
+    r.started_ms = started_ms;
+    return r;
+  }
 };
 
 Migrations::Migrations(Server& server) : server_(server) {}
@@ -242,13 +269,7 @@ void Migrations::reconcile_imports(const ClusterView& view) {
   for (auto& i : ended) {
     i->link->stop();
     const cluster::Migration* m = find(t, i->id);
-    Record r;
-    r.id = i->id;
-    r.role = "import";
-    r.slots = cluster::slots_text(i->ranges);
-    r.peer = i->source_shard;
-    r.state = i->no_room->load() ? "failed (out of memory)" : m ? m->state : "gone";
-    r.started_ms = i->started_ms;
+    Record r = i->row(i->no_room->load() ? "failed (out of memory)" : m ? m->state : "gone");
     r.ended_ms = tiering::now_ms();
     if (r.state != "done") {
       std::lock_guard lock(mu_);
@@ -304,7 +325,7 @@ void Migrations::reconcile_imports(const ClusterView& view) {
   }
 }
 
-void Migrations::end_export(Export& x, const std::string& state) {
+void Migrations::end_export(Export& x, const std::string& state, int64_t pause_us) {
   x.feed->stop();
   SlotOwner& owner = server_.slot_owner();
   bool replaced;
@@ -318,16 +339,9 @@ void Migrations::end_export(Export& x, const std::string& state) {
       owner.set_migrating(r.first, r.last, false);
     }
   }
-  Record r;
-  r.id = x.id;
-  r.role = "export";
-  r.slots = cluster::slots_text(x.ranges);
-  r.peer = x.target;
-  r.state = replaced ? "restarted" : state;
-  r.keys = x.feed->copied_keys();
-  r.bytes = x.feed->copied_bytes();
-  r.started_ms = x.started_ms;
+  Record r = x.row(replaced ? "restarted" : state);
   r.ended_ms = tiering::now_ms();
+  r.pause_us = pause_us;
   record(std::move(r));
   std::lock_guard lock(mu_);
   std::erase_if(exports_, [&](const std::unique_ptr<Export>& e) { return e.get() == &x; });
@@ -414,8 +428,8 @@ void Migrations::check_orphans(const ClusterView& view) {
     bool registered = false;
     if (target != nullptr && !target->primary.empty()) {
       try {
-        cluster::EtcdClient client(*server_.cluster().etcd_options());
-        registered = client.get(server_.cluster().etcd_prefix() + "/nodes/" + target->primary)
+        if (!etcd_) etcd_ = std::make_unique<cluster::EtcdClient>(*server_.cluster().etcd_options());
+        registered = etcd_->get(server_.cluster().etcd_prefix() + "/nodes/" + target->primary)
                          .has_value();
       } catch (const std::exception&) {
         continue;  // etcd unreachable: decide nothing
@@ -507,7 +521,8 @@ bool Migrations::handover(Export& x) {
   {
     std::lock_guard lock(mu_);
     ++handovers_;
-    pauses_us_.push_back(pause_us);
+    last_pause_us_ = pause_us;
+    max_pause_us_ = std::max(max_pause_us_, pause_us);
   }
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.2f", static_cast<double>(pause_us) / 1000.0);
@@ -518,18 +533,7 @@ bool Migrations::handover(Export& x) {
               std::to_string(cas_us - caught_up_us) + " us, target told " +
               std::to_string(told_us - cas_us) + " us, served " + std::to_string(pause_us - told_us) +
               " us); " + std::to_string(feed.copied_keys()) + " keys copied");
-  const uint64_t keys = feed.copied_keys(), bytes = feed.copied_bytes();
-  const std::string id = x.id;
-  end_export(x, "done");
-  // The pause of the record just made.
-  std::lock_guard lock(mu_);
-  for (auto it = records_.rbegin(); it != records_.rend(); ++it)
-    if (it->id == id && it->role == "export") {
-      it->pause_us = pause_us;
-      it->keys = keys;
-      it->bytes = bytes;
-      break;
-    }
+  end_export(x, "done", pause_us);
   return true;
 }
 
@@ -541,7 +545,8 @@ std::shared_ptr<const cluster::Topology> Migrations::update_topology(
     return nullptr;
   }
   try {
-    cluster::EtcdClient client(*options);
+    if (!etcd_) etcd_ = std::make_unique<cluster::EtcdClient>(*options);
+    cluster::EtcdClient& client = *etcd_;
     const std::string key = server_.cluster().etcd_prefix() + "/topology";
     for (int attempt = 0; attempt < 8; ++attempt) {
       const std::optional<cluster::KeyValue> kv = client.get(key);
@@ -608,29 +613,12 @@ void Migrations::describe(resp::Writer& out) const {
   std::vector<Record> rows;
   {
     std::lock_guard lock(mu_);
-    for (const auto& x : exports_) {
-      Record r;
-      r.id = x->id;
-      r.role = "export";
-      r.slots = cluster::slots_text(x->ranges);
-      r.peer = x->target;
-      r.state = x->feed->state() == cluster::ReplicaFeed::State::kSnapshot ? "copying" : "streaming";
-      r.keys = x->feed->copied_keys();
-      r.bytes = x->feed->copied_bytes();
-      r.started_ms = x->started_ms;
-      rows.push_back(std::move(r));
-    }
-    for (const auto& i : imports_) {
-      Record r;
-      r.id = i->id;
-      r.role = "import";
-      r.slots = cluster::slots_text(i->ranges);
-      r.peer = i->source_shard;
-      r.state = i->link->state() == cluster::ReplicaLink::State::kUp ? "streaming" : "copying";
-      r.bytes = i->link->offset();
-      r.started_ms = i->started_ms;
-      rows.push_back(std::move(r));
-    }
+    for (const auto& x : exports_)
+      rows.push_back(x->row(x->feed->state() == cluster::ReplicaFeed::State::kSnapshot ? "copying"
+                                                                                      : "streaming"));
+    for (const auto& i : imports_)
+      rows.push_back(i->row(i->link->state() == cluster::ReplicaLink::State::kUp ? "streaming"
+                                                                                 : "copying"));
     rows.insert(rows.end(), records_.rbegin(), records_.rend());
   }
   out.array(rows.size());
@@ -671,10 +659,8 @@ void Migrations::info(std::string* out) const {
   field("migration_rollbacks", rollbacks_);
   field("migration_janitor_keys", janitor_keys_);
   field("migration_janitor_slots", stale_left_);
-  field("migration_last_pause_us", pauses_us_.empty() ? 0 : static_cast<uint64_t>(pauses_us_.back()));
-  int64_t max = 0;
-  for (int64_t p : pauses_us_) max = std::max(max, p);
-  field("migration_max_pause_us", static_cast<uint64_t>(max));
+  field("migration_last_pause_us", static_cast<uint64_t>(last_pause_us_));
+  field("migration_max_pause_us", static_cast<uint64_t>(max_pause_us_));
 }
 
 }  // namespace server

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/etcd_client.h"
 #include "cluster/repl_feed.h"
 #include "cluster/repl_link.h"
 #include "cluster/topology.h"
@@ -103,7 +104,8 @@ class Migrations {
   // The handover of `x` (streaming, caught up); true when it is done (or abandoned).
   bool handover(Export& x);
   // Ends export `x` (its feed, its slots' marks).
-  void end_export(Export& x, const std::string& state);
+  // `pause_us`: the handover's write pause (a migration done here), else -1.
+  void end_export(Export& x, const std::string& state, int64_t pause_us = -1);
   // Writes a change of the record by CAS (re-read and retried on a lost CAS): `change` edits
   // it and returns false to give up. The new record, or null (error says why).
   std::shared_ptr<const cluster::Topology> update_topology(
@@ -128,7 +130,8 @@ class Migrations {
   uint64_t stale_version_ = 0;         // the view version stale_ was made from
   std::vector<Record> records_;        // finished, oldest first
   uint64_t handovers_ = 0, rollbacks_ = 0, janitor_keys_ = 0;
-  std::vector<int64_t> pauses_us_;     // every handover's pause, this run
+  int64_t last_pause_us_ = 0, max_pause_us_ = 0;  // handovers' write pauses, this run
+  std::unique_ptr<cluster::EtcdClient> etcd_;     // the record's CAS (thread only)
 };
 
 }  // namespace server
