@@ -10,17 +10,7 @@
 #include <string>
 
 #include "cluster/repl_frame.h"
-
-namespace {
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "repl_frame_fuzz: invariant broken: %s\n", what);
-  std::abort();
-}
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) fail(#cond); \
-  } while (0)
-}  // namespace
+#include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using cluster::FrameHeader;

@@ -17,17 +17,9 @@
 #include <vector>
 
 #include "resp/parser.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace {
-
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "resp_parser_fuzz: invariant broken: %s\n", what);
-  std::abort();
-}
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) fail(#cond); \
-  } while (0)
 
 struct Config {
   resp::ParserLimits limits;

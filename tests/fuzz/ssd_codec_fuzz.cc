@@ -9,17 +9,7 @@
 #include <string>
 
 #include "tiering/ssd_store_codec.h"
-
-namespace {
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "ssd_codec_fuzz: invariant broken: %s\n", what);
-  std::abort();
-}
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) fail(#cond); \
-  } while (0)
-}  // namespace
+#include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace codec = tiering::ssd_codec;

@@ -31,6 +31,7 @@ The fixtures built on this live in conftest.py.
 """
 
 import os
+import random
 import resource
 import shlex
 import shutil
@@ -309,3 +310,19 @@ def wait_until(what, fn, timeout=60.0):
             return v
         assert time.monotonic() < deadline, "timed out waiting for " + what
         time.sleep(0.02)
+
+
+def cluster_sh_base_port(nodes):
+    """A base port for scripts/cluster.sh: the nodes' ports base..base+nodes-1 and etcd's
+    base+1000/base+1001 all look free, below the ephemeral range (32768 and up) that outgoing
+    connections take ports from. Fails the test when none is found."""
+    for _ in range(100):
+        base = random.randrange(20000, 31000)
+        ports = [base + i for i in range(nodes)] + [base + 1000, base + 1001]
+        free = True
+        for p in ports:
+            with socket.socket() as s:
+                free = free and s.connect_ex(("127.0.0.1", p)) != 0
+        if free:
+            return base
+    raise AssertionError("no free port range for cluster.sh")

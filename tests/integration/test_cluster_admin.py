@@ -22,7 +22,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from etcd_util import Etcd, etcd_binary
-from harness import server_binary, wait_until
+from harness import cluster_sh_base_port, server_binary, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ACTIVE = ("streaming", "handover")
@@ -303,25 +303,10 @@ def test_rebalance_spreads_and_empties_shards(etcd, prefix):
     assert [m["state"] for m in t["migrations"]] == ["failed"]
 
 
-def free_base_port():
-    """A base port whose neighbours (nodes, and etcd at base+1000/1001) look free, below the
-    ephemeral range."""
-    for _ in range(50):
-        base = random.randrange(20000, 31000)
-        ports = [base + i for i in range(6)] + [base + 1000, base + 1001]
-        free = True
-        for p in ports:
-            with socket.socket() as s:
-                free = free and s.connect_ex(("127.0.0.1", p)) != 0
-        if free:
-            return base
-    pytest.skip("no free port range")
-
-
 def test_cluster_sh_add_node_rebalance_remove_node(tmp_path):
     if etcd_binary() is None:
         pytest.skip("etcd is not installed")
-    base = free_base_port()
+    base = cluster_sh_base_port(6)
     env = dict(os.environ, STRATAKV_CLUSTER_DIR=str(tmp_path / "cluster"),
                BUILD_DIR=str(Path(server_binary()).parents[1]))
     script = str(REPO / "scripts" / "cluster.sh")

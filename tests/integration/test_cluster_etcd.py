@@ -8,7 +8,6 @@ local cluster the same way."""
 import os
 import random
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -18,7 +17,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from etcd_util import etcd_binary
-from harness import Server, free_port, server_binary, stop_servers, wait_until
+from harness import Server, cluster_sh_base_port, free_port, server_binary, stop_servers, wait_until
 from resp_util import Err, Simple
 
 OK = Simple("OK")
@@ -169,17 +168,7 @@ def test_etcd_outage_under_load_changes_nothing(etcd):
 def test_cluster_sh_up_status_down(tmp_path):
     if etcd_binary() is None:
         pytest.skip("etcd is not installed")
-    # A base port whose neighbours (nodes, and etcd at base+1000/1001) look free, below the
-    # ephemeral range (32768 and up) that outgoing connections take ports from.
-    for _ in range(50):
-        base = random.randrange(20000, 31000)
-        ports = [base, base + 1, base + 2, base + 1000, base + 1001]
-        free = True
-        for p in ports:
-            with socket.socket() as s:
-                free = free and s.connect_ex(("127.0.0.1", p)) != 0
-        if free:
-            break
+    base = cluster_sh_base_port(3)
     env = dict(os.environ, STRATAKV_CLUSTER_DIR=str(tmp_path / "cluster"),
                BUILD_DIR=str(Path(server_binary()).parents[1]))
     script = str(REPO / "scripts" / "cluster.sh")

@@ -15,7 +15,7 @@ import pytest
 from redis.cluster import ClusterNode, RedisCluster
 
 from etcd_util import etcd_binary
-from harness import Server, free_port, stop_servers, wait_until
+from harness import Server, cluster_sh_base_port, free_port, stop_servers, wait_until
 from resp_util import RawConn, Simple
 from test_cluster_etcd import admin
 
@@ -308,7 +308,6 @@ def test_admin_failover_switches_the_shard(etcd):
 def test_cluster_sh_with_replicas_survives_kill_9_of_a_primary(tmp_path):
     """The issue's "done when": `scripts/cluster.sh up 3 --replicas 1` (default lease TTL) loses
     no write WAIT acknowledged when a primary is killed, and clients carry on."""
-    import socket
     import subprocess
     from pathlib import Path
 
@@ -316,15 +315,7 @@ def test_cluster_sh_with_replicas_survives_kill_9_of_a_primary(tmp_path):
     from harness import server_binary
     if etcd_binary() is None:
         pytest.skip("etcd is not installed")
-    for _ in range(50):
-        base = random.randrange(20000, 31000)
-        ports = [base + i for i in range(6)] + [base + 1000, base + 1001]
-        free = True
-        for p in ports:
-            with socket.socket() as s:
-                free = free and s.connect_ex(("127.0.0.1", p)) != 0
-        if free:
-            break
+    base = cluster_sh_base_port(6)
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, STRATAKV_CLUSTER_DIR=str(tmp_path / "cluster"),
                BUILD_DIR=str(Path(server_binary()).parents[1]))

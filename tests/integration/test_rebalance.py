@@ -11,7 +11,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -22,24 +21,11 @@ import redis
 from redis.cluster import RedisCluster
 
 from etcd_util import etcd_binary
-from harness import server_binary, wait_until
+from harness import cluster_sh_base_port, server_binary, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "clients" / "node"
 
-
-
-def free_base(n):
-    for _ in range(100):
-        base = random.randrange(20000, 31000)
-        ports = [base + i for i in range(n)] + [base + 1000, base + 1001]
-        free = True
-        for p in ports:
-            with socket.socket() as s:
-                free = free and s.connect_ex(("127.0.0.1", p)) != 0
-        if free:
-            return base
-    raise AssertionError("no free ports")
 
 
 def primaries(ports):
@@ -69,7 +55,7 @@ def test_add_node_rebalance_remove_node_under_load(tmp_path):
         import stratakv  # the SDK's Python module (built with the SDK: PYTHONPATH)
     except ImportError:
         stratakv = None
-    base = free_base(8)
+    base = cluster_sh_base_port(8)
     env = dict(os.environ, STRATAKV_CLUSTER_DIR=str(tmp_path / "cluster"),
                BUILD_DIR=str(Path(server_binary()).parents[1]))
     script = str(REPO / "scripts" / "cluster.sh")
