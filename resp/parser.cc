@@ -293,8 +293,16 @@ bool Parser::on_bulk_len(std::string_view line, Status* status) {
     return false;
   }
   int64_t n = 0;
-  if (!parse_ll(line.substr(1), &n) || n < 0 || n > limits_.max_bulk_len) {
+  if (!parse_ll(line.substr(1), &n) || n < 0) {
     fail(kErrInvalidBulk, status);
+    return false;
+  }
+  if (n > limits_.max_bulk_len) {
+    // Redis's text, then what was asked and the limit, so that a client sending a value too
+    // large learns why (Redis says only "invalid bulk length").
+    fail(std::string(kErrInvalidBulk) + " " + std::to_string(n) + " (proto-max-bulk-len is " +
+             std::to_string(limits_.max_bulk_len) + ")",
+         status);
     return false;
   }
   if (unauth_ && n > limits_.unauth_max_bulk_len) {

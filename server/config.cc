@@ -11,6 +11,7 @@
 #include <toml.hpp>
 
 #include "server/command.h"
+#include "server/os_tuning.h"
 #include "server/keyspace_events.h"
 #include "tiering/eviction.h"
 #include "tiering/glob.h"
@@ -87,10 +88,16 @@ const std::vector<Spec>& specs() {
       {Key::kMaxMemoryPolicy, "maxmemory-policy", Type::kEnum, "allkeys-lru", true, 0, 0,
        eviction_policy_choices()},
       // The memory region every value lives in (tiering/memory_tier.h): reserved at start-up,
-      // backed as it fills. At least 2 MiB (its rounding unit), at most 16 TiB.
-      {Key::kMemoryCapacity, "memory.capacity", Type::kSize, "1gb", false, 2 * 1024 * 1024,
+      // backed as it fills. 0 (the default): kAutoCapacityShare of the machine's memory
+      // (os_tuning.h), resolved when set; else at least 2 MiB (its rounding unit), at most
+      // 16 TiB.
+      {Key::kMemoryCapacity, "memory.capacity", Type::kSize, "0", false, 2 * 1024 * 1024,
        int64_t{1} << 44},
       {Key::kMemoryHugepages, "memory.hugepages", Type::kBool, "no", false},
+      // Bytes of the region touched at start-up so the first values take no page faults; at
+      // most maxmemory (or the capacity). Off by default: a region sized to the machine would
+      // otherwise fault in most of its RAM for every server started.
+      {Key::kMemoryPrefault, "memory.prefault", Type::kSize, "0", false},
       // Background eviction starts above the high and stops at the low watermark, as shares
       // of maxmemory (Mooncake Store's eviction_high_watermark_ratio; docs/eviction.md).
       {Key::kEvictionHighWatermark, "eviction.high_watermark", Type::kFraction, "0.95", true},
@@ -358,6 +365,9 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
       return std::nullopt;
     }
   }
+  // memory.capacity 0 = a share of the machine's memory (os_tuning.h), from any source.
+  const bool auto_capacity = spec->key == Key::kMemoryCapacity && *v == 0;
+  if (auto_capacity) v = static_cast<int64_t>(auto_memory_capacity(kAutoCapacityShare));
   if (spec->type == Type::kInt || spec->type == Type::kSize) {
     if (*v < spec->min || *v > spec->max)
       return "argument must be between " + std::to_string(spec->min) + " and " +

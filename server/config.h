@@ -20,6 +20,11 @@
 
 namespace server {
 
+/// memory.capacity 0 resolves to this share of the machine's memory (os_tuning.h
+/// auto_memory_capacity; Dragonfly's maxmemory default is about 80% of it too). The rest is left
+/// to the heap (keys, connections, the SSD tier's RocksDB) and the OS.
+inline constexpr double kAutoCapacityShare = 0.8;
+
 /// Every config key. The order matches the table in config.cc.
 enum class Key {
   kBind,
@@ -55,6 +60,7 @@ enum class Key {
   kMaxMemoryPolicy,
   kMemoryCapacity,
   kMemoryHugepages,
+  kMemoryPrefault,
   kEvictionHighWatermark,
   kEvictionLowWatermark,
   kLfuLogFactor,

@@ -140,6 +140,32 @@ void Connection::close_for_output_limit() {
   close();
 }
 
+asio::awaitable<void> Connection::linger_close() {
+  // The error reply is out. A client still sending a request the parser refused (a value over
+  // proto-max-bulk-len) would get a reset on its next write, losing the reply before it reads
+  // it (its error says "broken pipe"). So, as web servers' lingering close does: end our side
+  // (the client sees EOF after the reply) and read and drop what still comes, until the
+  // client closes, kLingerMs pass, or the client is killed. Not over TLS (its close_notify is
+  // the stream's own business): closed at once, as before.
+  constexpr auto kLingerMs = std::chrono::milliseconds(5000);
+  if (tls_ != nullptr || closed_.load(std::memory_order_relaxed)) co_return;
+  asio::error_code ec;
+  socket_.shutdown(Socket::shutdown_send, ec);
+  if (ec) co_return;
+  asio::steady_timer deadline(worker_.io);
+  deadline.expires_after(kLingerMs);
+  deadline.async_wait([this](asio::error_code e) {
+    asio::error_code ignored;
+    if (!e) socket_.cancel(ignored);
+  });
+  while (!closed_.load(std::memory_order_relaxed)) {
+    auto [read_ec, n] = co_await read_some(rbuf_);
+    if (read_ec) break;  // EOF, an error, or the deadline's cancel
+    WorkerStats::bump(worker_.stats.net_in, n);
+  }
+  deadline.cancel();
+}
+
 asio::awaitable<std::pair<asio::error_code, size_t>> Connection::read_some(std::span<char> buf) {
   auto token = asio::experimental::as_tuple(asio::use_awaitable);
   // TLS: SSL_read decrypts straight into `buf` (a large bulk's own block, too).
@@ -199,6 +225,12 @@ resp::LargeBulk Connection::allocate_bulk(size_t len) {
       bulk_redirect_to_ = server_.slot_owner().address(static_cast<uint16_t>(slot));
       return {nullptr, {}, /*discard=*/true};
     }
+  }
+  // A value larger than maxmemory (or the region) can never be stored: dropped unread, and the
+  // request answered with an error naming the size and the limit, after no allocation at all.
+  if (const uint64_t limit = server_.memory_limit(); len > limit) [[unlikely]] {
+    bulk_too_large_ = len;
+    return {nullptr, {}, /*discard=*/true};
   }
   // A header only promises bytes: its buffer must not push other keys out. So the value's
   // block is taken from the region only while memory, counting every promise in flight,
@@ -481,7 +513,11 @@ asio::awaitable<void> Connection::run() {
       }
       if (!co_await flush()) break;
     }
-    if (protocol_error || close_after_reply_ || handoff_) break;
+    if (protocol_error) {
+      co_await linger_close();
+      break;
+    }
+    if (close_after_reply_ || handoff_) break;
     parser_.release_request();
     qbuf_.store(0, std::memory_order_relaxed);
     qbuf_free_.store(0, std::memory_order_relaxed);

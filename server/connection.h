@@ -221,6 +221,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Reads what the socket has into `buf` (at least one byte, or an error). On the Unix socket
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
   asio::awaitable<std::pair<asio::error_code, size_t>> read_some(std::span<char> buf);
+  /// After a protocol error's reply: ends the sending side and drops what the client still
+  /// sends for up to 5 s, so that it reads the reply instead of a reset (plain TCP/Unix only).
+  asio::awaitable<void> linger_close();
   // TLS (server/tls.h): the handshake, before the first request (false: the client is
   // dropped, as Redis logs it at verbose level); the stream's writes.
   asio::awaitable<bool> tls_handshake();
@@ -288,6 +291,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // key before it and the node serving it then (take_bulk_redirect).
   int bulk_redirect_slot_ = -1;
   std::string bulk_redirect_to_;
+  // Set by allocate_bulk when it dropped a bulk larger than memory can ever hold: its length.
+  uint64_t bulk_too_large_ = 0;
   std::vector<std::string_view> partial_args_;  // allocate_bulk's scratch
 
   resp::Parser parser_;

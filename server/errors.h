@@ -387,6 +387,14 @@ inline std::string moved(uint16_t slot, std::string_view address) {
   return "MOVED " + std::to_string(slot) + " " + std::string(address);
 }
 
+/// A value that can never be stored, refused at its bulk header (no Redis equivalent: Redis
+/// reads it whole, then answers kOom): "OOM value of <bytes> bytes is larger than <limit name>
+/// (<limit> bytes)". `limit_name`: "maxmemory" or "memory.capacity" (when maxmemory is 0).
+inline std::string value_too_large(uint64_t bytes, std::string_view limit_name, uint64_t limit) {
+  return "OOM value of " + std::to_string(bytes) + " bytes is larger than " +
+         std::string(limit_name) + " (" + std::to_string(limit) + " bytes)";
+}
+
 /// "ERR invalid expire time in 'set' command"
 inline std::string invalid_expire(std::string_view command) {
   return "ERR invalid expire time in '" + std::string(command) + "' command";

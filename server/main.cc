@@ -3,6 +3,7 @@
 //   stratakv-server [FILE] [--config FILE] [--<config-key> <value>]... [--help] [--version]
 //
 // Later sources win: defaults, the TOML file, then command-line keys in order.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -100,11 +101,17 @@ int main(int argc, char** argv) {
     server::log::notice("RDMA: rdma.enabled is off, fast path over verbs disabled");
   }
 
-  // The memory region every value lives in, before anything allocates a value.
+  // The memory region every value lives in, before anything allocates a value. Its default
+  // (0, resolved by Config) is a share of the machine's memory: reserved, not touched, so it
+  // costs nothing until used.
+  const int64_t capacity = config.num(server::Key::kMemoryCapacity);
   tiering::RegionOptions region;
-  region.capacity = static_cast<size_t>(config.num(server::Key::kMemoryCapacity));
+  region.capacity = static_cast<size_t>(capacity);
   region.purge = verbs == nullptr;
   region.hugepages = config.num(server::Key::kMemoryHugepages) != 0;
+  const int64_t maxmemory = config.num(server::Key::kMaxMemory);
+  region.prefault = static_cast<size_t>(std::min(config.num(server::Key::kMemoryPrefault),
+                                                 maxmemory > 0 ? maxmemory : capacity));
   std::string region_error;
   if (!tiering::MemoryTier::start(region, &region_error)) {
     server::log::warning("cannot create the memory region capacity=" +
@@ -113,8 +120,14 @@ int main(int argc, char** argv) {
   }
   const tiering::MemoryRegion& r = tiering::MemoryTier::region();
   static const char* const kBacking[] = {"normal pages", "transparent huge pages", "hugetlb"};
-  server::log::notice("memory region capacity=" + std::to_string(r.size()) +
-                      " backing=\"" + kBacking[static_cast<int>(r.hugepages())] + "\"");
+  server::log::notice("memory region capacity=" + std::to_string(r.size()) + " (" +
+                      server::Config::human_bytes(r.size()) + "; machine memory " +
+                      server::Config::human_bytes(server::machine_memory_bytes()) +
+                      ") backing=\"" +
+                      kBacking[static_cast<int>(r.hugepages())] + "\"");
+  if (r.prefaulted() > 0)
+    server::log::notice("memory.prefault: touched " + server::Config::human_bytes(r.prefaulted()) +
+                        " of the region in " + std::to_string(r.prefault_ms()) + " ms");
   if (region.hugepages && r.hugepages() != tiering::HugePages::kHugetlb)
     server::log::warning("memory.hugepages: hugetlb pages unavailable: " + r.note());
 

@@ -1,12 +1,15 @@
-// server/os_tuning.cc - the open-files limit and TCP keepalive. See os_tuning.h.
+// server/os_tuning.cc - the open-files limit, TCP keepalive and the machine's memory. See os_tuning.h.
 #include "server/os_tuning.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace server {
@@ -100,6 +103,49 @@ std::optional<std::string> set_tcp_keepalive(int fd, int64_t interval) {
   if (auto e = set(IPPROTO_TCP, TCP_KEEPIDLE, idle, "TCP_KEEPIDLE")) return e;
   if (auto e = set(IPPROTO_TCP, TCP_KEEPINTVL, std::max(idle / 3, 1), "TCP_KEEPINTVL")) return e;
   return set(IPPROTO_TCP, TCP_KEEPCNT, 3, "TCP_KEEPCNT");
+}
+
+}  // namespace server
+
+namespace server {
+namespace {
+
+// The first number in `path` (a cgroup limit file); nullopt for "max", absence or garbage.
+std::optional<uint64_t> read_limit_file(const char* path) {
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return std::nullopt;
+  char buf[64] = {};
+  const bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  if (!got) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(buf, &end, 10);
+  if (end == buf || errno != 0) return std::nullopt;  // "max\n": no limit
+  return static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
+uint64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  uint64_t bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                                         : 0;
+  // A cgroup's limit above the RAM (v1 says "no limit" with a huge number) changes nothing.
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    if (auto limit = read_limit_file(path); limit && *limit > 0 && (bytes == 0 || *limit < bytes))
+      bytes = *limit;
+  }
+  return bytes;
+}
+
+uint64_t auto_memory_capacity(double fraction, uint64_t machine_bytes) {
+  constexpr uint64_t kUnit = uint64_t{2} << 20;
+  if (machine_bytes == 0) return uint64_t{1} << 30;
+  const double share = std::clamp(fraction, 0.0, 1.0) * static_cast<double>(machine_bytes);
+  const uint64_t bytes = static_cast<uint64_t>(share) / kUnit * kUnit;
+  return std::max(bytes, kUnit);
 }
 
 }  // namespace server

@@ -1,6 +1,7 @@
 // server/os_tuning.h - what the server asks of the operating system, as Redis 7.0 does: the
 // open-files limit that maxclients needs (server.c adjustOpenFilesLimit) and TCP keepalive on
-// client sockets (anet.c anetKeepAlive).
+// client sockets (anet.c anetKeepAlive); and the machine's memory, which sizes the memory region
+// by default (memory.capacity 0).
 #pragma once
 
 #include <sys/resource.h>
@@ -53,5 +54,19 @@ OpenFilesLimit adjust_open_files_limit(int64_t maxclients,
 /// (TCP_KEEPCNT). `interval` <= 0 switches SO_KEEPALIVE off. Returns the failing call's error
 /// text (e.g. an interval over Linux's 32767 s), or nullopt; options set before it stay set.
 std::optional<std::string> set_tcp_keepalive(int fd, int64_t interval);
+
+}  // namespace server
+
+namespace server {
+
+/// The memory this process may use, in bytes: physical RAM (sysconf), or the cgroup's limit when
+/// it is lower (cgroup v2 memory.max, else v1 memory.limit_in_bytes). 0 if nothing can be read.
+uint64_t machine_memory_bytes();
+
+/// memory.capacity's automatic default (the key set to 0): `fraction` (0..1] of
+/// machine_memory_bytes(), rounded down to 2 MiB and at least 2 MiB. Dragonfly likewise
+/// defaults its maxmemory to about 80% of the machine's memory. 1 GiB when the machine's
+/// memory cannot be read.
+uint64_t auto_memory_capacity(double fraction, uint64_t machine_bytes = machine_memory_bytes());
 
 }  // namespace server

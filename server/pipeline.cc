@@ -208,6 +208,8 @@ void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view>
       return out.error(err::kReadOnlyReplica);
     case Verdict::kFenced:
       return out.error(err::kFenced);
+    case Verdict::kRefused:
+      return out.error(cmd.refusal);
   }
 }
 
@@ -231,6 +233,16 @@ void Connection::count_error_reply(void* self, std::string_view text) {
 }
 
 [[gnu::always_inline]] inline void Connection::take_bulk_redirect(PreparedCommand& cmd) {
+  if (bulk_too_large_ != 0) [[unlikely]] {
+    // A bulk larger than memory can hold was dropped unread (allocate_bulk); a redirect of the
+    // same request goes first.
+    if (cmd.runs() && bulk_redirect_slot_ < 0) {
+      cmd.verdict = Verdict::kRefused;
+      cmd.refusal = err::value_too_large(bulk_too_large_, server_.memory_limit_name(),
+                                         server_.memory_limit());
+    }
+    bulk_too_large_ = 0;
+  }
   if (bulk_redirect_slot_ < 0) return;
   // A large bulk of this request was dropped unread (allocate_bulk): it must not run, whoever
   // serves the slot by now. Stages 1-2 passed when it was dropped, and still do.

@@ -61,6 +61,7 @@ struct PreparedCommand {
     kClusterDownState,   ///< CLUSTERDOWN The cluster is down (cluster mode)
     kReadOnlyReplica,    ///< READONLY You can't write against a read only replica.
     kFenced,             ///< CLUSTERDOWN ... fenced: a primary whose lease may have expired
+    kRefused,            ///< the error text in `refusal` (a bulk too large to ever store)
   };
 
   Verdict verdict = Verdict::kUnknownCommand;
@@ -77,6 +78,8 @@ struct PreparedCommand {
   /// kMoved: the slot redirected, and the "host:port" serving it.
   uint16_t moved_slot = 0;
   std::string moved_to;
+  /// kRefused: the error reply.
+  std::string refusal;
   /// A denyoom command (Redis's CMD_DENYOOM): waits for room, gets -OOM past maxmemory.
   bool writes = false;
   /// With the SSD tier (whose stages alone use it): for a write, the bytes of values it brings

@@ -240,6 +240,9 @@ void Server::accept_unix() {
 tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_evict) {
   // Eviction locks shards: never from under one (need_room.h).
   if (tiering::ShardMutex::held_by_this_thread() != 0) may_evict = false;
+  // A value larger than the limit could never stay: evicting every other key for it would
+  // empty the cache for nothing.
+  if (std::max(size, capacity) > memory_limit()) may_evict = false;
   tiering::ValueRef v = tiering::ValueRef::allocate(size, capacity);
   if (!v && !may_evict) stats_.value_alloc_failures.fetch_add(1, std::memory_order_relaxed);
   // The region is full: free memory now per maxmemory-policy until the block fits (a few
@@ -311,6 +314,10 @@ uint64_t Server::memory_limit() const {
   return maxmemory > 0 ? static_cast<uint64_t>(maxmemory) : tiering::MemoryTier::region().size();
 }
 
+std::string_view Server::memory_limit_name() const {
+  return config_.num(Key::kMaxMemory) > 0 ? "maxmemory" : "memory.capacity";
+}
+
 tiering::MemoryFigures Server::refresh_memory() {
   const tiering::MemoryFigures f = tiering::MemoryTier::figures();
   uint64_t tier_heap = 0;
@@ -345,7 +352,11 @@ void Server::cron() {
     // Finish resizes of idle shards' tables (busy ones advance on every access).
     keyspace_.rehash_step(100);
     replication_->cron(now);
-    refresh_memory();
+    const tiering::MemoryFigures memory = refresh_memory();
+    // Freed value pages stay resident for reuse; they go back to the OS only once used memory
+    // stays far below its limit (resident_policy.h), a step per tick.
+    if (size_t n = resident_policy_.to_purge(now, memory.used(), memory_limit(), memory.region.dirty))
+      tiering::MemoryTier::region().trim(memory.region.dirty - n);
     sync_eviction_options();
     if (ssd_ != nullptr)
       ssd_->set_promote_after(static_cast<uint32_t>(config_.num(Key::kPromoteAfter)));

@@ -35,6 +35,7 @@
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
+#include "tiering/resident_policy.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
@@ -208,6 +209,9 @@ class Server {
   /// The bound of the maxmemory check, in bytes: `maxmemory`, or the region's capacity when
   /// maxmemory is 0. Thread-safe.
   uint64_t memory_limit() const;
+  /// The config key memory_limit() comes from: "maxmemory", or "memory.capacity" when
+  /// maxmemory is 0 (for error texts). Thread-safe.
+  std::string_view memory_limit_name() const;
   /// Measures memory now (a few microseconds: mallctl), updates used_memory, its peak and
   /// the maxmemory check's figures, and returns the figures. Thread-safe.
   tiering::MemoryFigures refresh_memory();
@@ -290,6 +294,7 @@ class Server {
   std::shared_ptr<TlsContext> tls_ctx_;  // under tls_mu_
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
   asio::steady_timer cron_timer_;
+  tiering::ResidentPolicy resident_policy_;  // cron only
   asio::signal_set signals_;
   std::atomic<bool> stopping_{false};
   int64_t start_ms_;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -156,7 +157,7 @@ bool MemoryRegion::init(const RegionOptions& options, std::string* error) {
   }
   direct_ = static_cast<uint32_t*>(t);
 
-  size_t dirty_max = options.dirty_max < 0 ? size_ / 8 : static_cast<size_t>(options.dirty_max);
+  size_t dirty_max = options.dirty_max < 0 ? SIZE_MAX : static_cast<size_t>(options.dirty_max);
   ExtentAllocator::PurgeFn purge;
   if (purge_) purge = [this](char* addr, size_t len) { return purge_pages(addr, len); };
   extents_ = std::make_unique<ExtentAllocator>(base_, size_, page_, dirty_max, std::move(purge));
@@ -165,7 +166,25 @@ bool MemoryRegion::init(const RegionOptions& options, std::string* error) {
     *error = "jemalloc: invalid dirty_decay_ms " + std::to_string(options.dirty_decay_ms);
     return false;
   }
+  if (options.prefault > 0) prefault(std::min(round_up(options.prefault, page_), size_));
   return true;
+}
+
+void MemoryRegion::prefault(size_t bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  ExtentAllocator::Extent e = extents_->allocate(bytes, page_, ExtentAllocator::Prefer::kClean);
+  if (e.addr == nullptr) return;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+  // One call faults every page in writable; older kernels get one write per page instead.
+  if (madvise(e.addr, bytes, MADV_POPULATE_WRITE) != 0) {
+    for (size_t off = 0; off < bytes; off += page_) static_cast<volatile char*>(e.addr)[off] = 0;
+  }
+  extents_->release(e.addr, bytes, /*dirty=*/true);
+  prefaulted_ = bytes;
+  prefault_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - start).count();
 }
 
 bool MemoryRegion::map(const RegionOptions& options, std::string* error) {
@@ -341,6 +360,8 @@ void MemoryRegion::purge() {
   mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
   extents_->purge(0);
 }
+
+void MemoryRegion::trim(size_t keep) { extents_->purge(keep); }
 
 RegionStats MemoryRegion::stats() const {
   uint64_t epoch = 1;

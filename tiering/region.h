@@ -8,13 +8,14 @@
 //   - larger sizes: a page-rounded block straight from the region's ExtentAllocator
 //     (extent_allocator.h). jemalloc would round them up to its large size classes, four per
 //     doubling (32 MiB + 16 bytes takes 40 MiB), which caps utilisation at 80% for some sizes;
-//     page rounding wastes at most one page. Freed blocks stay resident for warm reuse up to
-//     `dirty_max` bytes, then are purged with madvise(MADV_DONTNEED).
+//     page rounding wastes at most one page. Freed blocks stay resident for warm reuse (by
+//     default without bound: the first touch of a page costs more than a copy into it), and
+//     are purged with madvise(MADV_DONTNEED) when trim() or purge() asks (resident_policy.h).
 // Both paths share the region's free space: the hooks' dalloc returns extents to the
 // ExtentAllocator (it returns false, "deallocated", instead of letting jemalloc retain them), so
 // space freed by small values serves large ones and the other way round. Those extents arrive
 // as dirty pages too: they coalesce first and are purged in large ranges, not slab by slab.
-// So up to `dirty_max` freed bytes stay resident; purge() returns everything at once.
+// So freed bytes stay resident (up to `dirty_max` if set); purge() returns everything at once.
 //
 // jemalloc tuning for the arena (see region.cc): its metadata stays outside the region
 // (experimental.arenas_create_ext, metadata_use_hooks=false); retain_grow_limit is one page, so
@@ -60,8 +61,12 @@ struct RegionOptions {
   /// without on-demand paging: MADV_DONTNEED would detach the process's pages from the NIC's.
   /// Always off with MAP_HUGETLB (pages are reserved anyway).
   bool purge = true;
-  /// Freed bytes kept resident for warm reuse before purging; -1: capacity/8.
+  /// Freed bytes kept resident for warm reuse before purging on release; -1: no bound (the
+  /// server purges from its cron by ResidentPolicy, or on MEMORY PURGE).
   int64_t dirty_max = -1;
+  /// Touch this many bytes of the region at creation (memory.prefault), so the first values
+  /// take no page faults; they are kept as dirty (resident) free pages. Clamped to capacity.
+  size_t prefault = 0;
   /// The arena's dirty_decay_ms: how long jemalloc keeps freed slabs before handing them back
   /// to the region (-1: never by time, 0: at once).
   ssize_t dirty_decay_ms = 1000;
@@ -125,6 +130,12 @@ class MemoryRegion {
   /// Returns every free page to the OS now: the large-value cache and the arena's dirty slabs
   /// (mallctl "arena.<i>.purge"). Costs a few milliseconds for a large region: not per request.
   void purge();
+  /// Returns free resident pages to the OS until at most `keep` bytes of them remain; madvise
+  /// runs outside the allocator's lock, so allocations proceed meanwhile. Thread-safe.
+  void trim(size_t keep);
+  /// Bytes the last prefault touched, and how long it took (milliseconds).
+  size_t prefaulted() const { return prefaulted_; }
+  int64_t prefault_ms() const { return prefault_ms_; }
   /// Current figures; refreshes jemalloc's statistics (mallctl "epoch"): call from a cron.
   RegionStats stats() const;
   /// Largest size served by the jemalloc arena; larger ones are page-rounded blocks.
@@ -138,6 +149,9 @@ class MemoryRegion {
   bool init(const RegionOptions& options, std::string* error);
   bool map(const RegionOptions& options, std::string* error);
   bool create_arena(std::string* error);
+  /// Touches `bytes` of free pages (MADV_POPULATE_WRITE, else one write per page) and keeps
+  /// them as dirty free pages.
+  void prefault(size_t bytes);
   /// madvise(MADV_DONTNEED); true when the pages now read as zero.
   bool purge_pages(char* addr, size_t len);
   void* allocate_direct(size_t size);
@@ -163,6 +177,8 @@ class MemoryRegion {
   std::unique_ptr<Hooks> hooks_;  // jemalloc keeps a pointer to it for the arena's lifetime
   unsigned arena_ = 0;
   bool have_arena_ = false;
+  size_t prefaulted_ = 0;
+  int64_t prefault_ms_ = 0;
   int flags_ = 0;  // MALLOCX_ARENA(arena_) | MALLOCX_TCACHE_NONE
 };
 

@@ -145,6 +145,11 @@ ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error
     error = err::kStringTooLong;
     return {};
   }
+  // Larger than memory can ever hold: refused before a byte moves or a key is evicted.
+  if (const uint64_t limit = ctx.server.memory_limit(); part.total > limit) {
+    error = err::value_too_large(part.total, ctx.server.memory_limit_name(), limit);
+    return {};
+  }
   // No lock is held here: the allocation may make room (evict) if it must.
   ValueRef value = new_value(ctx, part.total);
   if (!copy_in(ctx, w, value->data(), part.total, error)) return {};

@@ -157,6 +157,9 @@ class Server:
         args = [binary, "--port", str(port), "--bind", "127.0.0.1"]
         if self.kind == "redis":
             args += ["--save", "", "--appendonly", "no", "--databases", "1"]
+        if self.kind == "stratakv" and "memory.capacity" not in self.config:
+            # An explicit small region per test server: the default is 80% of the machine.
+            args += ["--memory.capacity", "1gb"]
         args += _config_args(self.config)
         if self.kind == "stratakv" and os.environ.get("STRATAKV_EXTRA_ARGS"):
             args += shlex.split(os.environ["STRATAKV_EXTRA_ARGS"])

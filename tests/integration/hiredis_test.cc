@@ -112,6 +112,9 @@ class Server {
     std::vector<std::string> argv = {bin, "--port", std::to_string(port_), "--bind", "127.0.0.1"};
     if (is_redis_target() || bin.find("redis-server") != std::string::npos) {
       for (const char* a : {"--save", "", "--appendonly", "no"}) argv.emplace_back(a);
+    } else {
+      // An explicit small region (the default is 80% of the machine).
+      for (const char* a : {"--memory.capacity", "1gb"}) argv.emplace_back(a);
     }
     std::istringstream extra(env("STRATAKV_SERVER_ARGS"));
     for (std::string a; extra >> a;) argv.push_back(a);

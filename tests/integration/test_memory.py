@@ -137,7 +137,7 @@ def test_region_capacity_refuses_writes_past_it_and_keeps_data(start_server):
 def test_info_memory_shows_the_region(r):
     r.set("v", b"x" * 100000)
     info = r.info("memory")
-    assert info["region_capacity"] == 1024 * MiB  # memory.capacity's default: 1gb
+    assert info["region_capacity"] == 1024 * MiB  # the harness's explicit memory.capacity
     assert info["region_capacity_human"] == "1.00G"
     assert info["region_allocated"] >= 100000
     assert info["region_active"] >= info["region_allocated"] - 16 * 1024
@@ -148,6 +148,80 @@ def test_info_memory_shows_the_region(r):
     assert r.config_get("memory.hugepages") == {"memory.hugepages": "no"}
     with pytest.raises(redis.exceptions.ResponseError, match="immutable"):
         r.config_set("memory.capacity", "2gb")
+
+
+def machine_memory():
+    """Physical memory, or the cgroup's limit when lower (as the server reads it)."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGESIZE")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(path).read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return total
+
+
+@STRATAKV_ONLY
+def test_default_capacity_is_sized_to_the_machine(start_server):
+    # memory.capacity 0 (the default outside the test harness): 80% of the machine's memory,
+    # reserved but not touched, stated by INFO, CONFIG GET and the log.
+    srv = start_server(memory__capacity="0")
+    r = srv.client()
+    want = int(machine_memory() * 0.8) // (2 * MiB) * (2 * MiB)
+    info = r.info("memory")
+    assert info["region_capacity"] == want
+    assert r.config_get("memory.capacity") == {"memory.capacity": str(want)}
+    assert "machine memory" in srv.log_path.read_text(errors="replace")
+    # Reserved, not resident: the process's RSS is a small part of it.
+    rss = int(open("/proc/%d/status" % srv.proc.pid).read().split("VmRSS:")[1].split()[0]) * 1024
+    assert rss < want // 10
+    r.set("k", b"v" * MiB)
+    assert r.get("k") == b"v" * MiB
+
+
+def proc_minor_faults(pid):
+    return int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[7])
+
+
+def proc_rss(pid):
+    return int(open("/proc/%d/status" % pid).read().split("VmRSS:")[1].split()[0]) * 1024
+
+
+@STRATAKV_ONLY
+def test_freed_value_pages_stay_resident_until_purged(start_server):
+    # The first touch of a page costs more than a copy into it: freed values' pages serve the
+    # next values without a page fault (tiering/resident_policy.h); MEMORY PURGE returns them.
+    srv = start_server(memory__capacity="512mb")
+    r = srv.client()
+    pid = srv.proc.pid
+    value = os.urandom(32 * MiB)
+    for i in range(8):
+        r.set("a%d" % i, value)
+    assert r.delete(*["a%d" % i for i in range(8)]) == 8
+    assert r.info("memory")["region_dirty"] >= 8 * 32 * MiB
+    faults = proc_minor_faults(pid)
+    for i in range(8):
+        r.set("b%d" % i, value)
+    refill = proc_minor_faults(pid) - faults
+    # 256 MiB of fresh pages would be 65536 faults; buffers and bookkeeping take a few.
+    assert refill < 2048, refill
+    assert all(r.get("b%d" % i) == value for i in range(8))
+    assert r.delete(*["b%d" % i for i in range(8)]) == 8
+    before = proc_rss(pid)
+    assert r.memory_purge() is True
+    assert r.info("memory")["region_dirty"] == 0
+    assert before - proc_rss(pid) >= 200 * MiB
+
+
+@STRATAKV_ONLY
+def test_prefault_touches_the_region_up_to_maxmemory(start_server):
+    srv = start_server(memory__capacity="256mb", maxmemory="64mb", memory__prefault="1gb")
+    r = srv.client()
+    assert r.info("memory")["region_dirty"] == 64 * MiB  # never beyond maxmemory
+    assert proc_rss(srv.proc.pid) >= 64 * MiB
+    assert "memory.prefault: touched 64.00M" in srv.log_path.read_text(errors="replace")
 
 
 def test_memory_stats_shape(r):

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "server/config.h"
+#include "server/os_tuning.h"
 
 using server::Config;
 using server::Key;
@@ -35,7 +36,9 @@ TEST_CASE("defaults are Redis's") {
   CHECK(c.str(Key::kBind) == "127.0.0.1");
   CHECK(c.num(Key::kThreads) >= 1);
   CHECK(c.num(Key::kRequirePass) == 0);
-  CHECK(c.num(Key::kMemoryCapacity) == 1ll << 30);
+  // 0, resolved: 80% of the machine's memory.
+  CHECK(c.num(Key::kMemoryCapacity) ==
+        static_cast<int64_t>(server::auto_memory_capacity(server::kAutoCapacityShare)));
   CHECK(c.num(Key::kMemoryHugepages) == 0);
 }
 
@@ -160,7 +163,8 @@ TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
   const auto err2 = shipped.load_file(STRATAKV_SOURCE_DIR "/conf/stratakv.toml");
   CHECK_MESSAGE(!err2.has_value(), err2.value_or(""));
   CHECK(shipped.num(Key::kThreads) >= 1);
-  CHECK(shipped.num(Key::kMemoryCapacity) == 1ll << 30);
+  CHECK(shipped.num(Key::kMemoryCapacity) ==
+        static_cast<int64_t>(server::auto_memory_capacity(server::kAutoCapacityShare)));
   CHECK(shipped.num(Key::kSsdEnabled) == 1);
   CHECK(shipped.str(Key::kSsdPath) == "./data/ssd");
   CHECK(shipped.num(Key::kSsdMinBlobSize) == 4096);

@@ -188,3 +188,15 @@ TEST_CASE("tcp-keepalive: idle = interval, probes every interval/3, 3 of them (a
   ::close(cli);
   ::close(lst);
 }
+
+TEST_CASE("memory.capacity's automatic default: a share of the machine, in 2 MiB units") {
+  constexpr uint64_t MiB = uint64_t{1} << 20, GiB = uint64_t{1} << 30;
+  CHECK(server::auto_memory_capacity(0.8, 24 * GiB) == (uint64_t{24} * GiB * 8 / 10) / (2 * MiB) * (2 * MiB));
+  CHECK(server::auto_memory_capacity(0.8, 10 * GiB) % (2 * MiB) == 0);
+  CHECK(server::auto_memory_capacity(0.8, 10 * GiB) <= 8 * GiB);
+  CHECK(server::auto_memory_capacity(0.8, 1 * MiB) == 2 * MiB);  // never below the unit
+  CHECK(server::auto_memory_capacity(0.8, 0) == GiB);            // unknown machine: 1 GiB
+  CHECK(server::auto_memory_capacity(2.0, 4 * GiB) == 4 * GiB);  // the share is clamped to 1
+  // The machine's own figure is read and is plausible (at least one page).
+  CHECK(server::machine_memory_bytes() >= 4096);
+}

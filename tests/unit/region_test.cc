@@ -4,6 +4,7 @@
 // figures of DESIGN.md's memory tier (>= 90% of the region holds values of one size).
 #include <doctest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,9 +19,11 @@
 
 #include "tiering/extent_allocator.h"
 #include "tiering/region.h"
+#include "tiering/resident_policy.h"
 
 using tiering::ExtentAllocator;
 using tiering::MemoryRegion;
+using tiering::ResidentPolicy;
 using tiering::RegionOptions;
 
 namespace {
@@ -47,6 +50,13 @@ size_t rss() {
   REQUIRE(std::fscanf(f, "%lu %lu", &size, &resident) == 2);
   std::fclose(f);
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Minor page faults of this process so far (getrusage).
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
 }
 
 // A pattern derived from `seed`: every byte of small blocks, one word per 4 KiB and the last
@@ -301,7 +311,7 @@ TEST_CASE("MemoryRegion: exhaustion returns null cleanly and recovers after free
   r->free(whole);
 }
 
-TEST_CASE("MemoryRegion: RSS falls after freeing") {
+TEST_CASE("MemoryRegion: freed pages stay resident until trimmed or purged") {
   auto r = make_region(512 * MiB);
   const size_t before = rss();
   std::vector<void*> blocks;
@@ -322,14 +332,70 @@ TEST_CASE("MemoryRegion: RSS falls after freeing") {
   CHECK(full - before >= touched - 8 * MiB);
   for (void* p : blocks) r->free(p);
   const size_t freed = rss();
-  // Up to dirty_max (capacity/8) of the large values' pages stay for reuse, slabs until decay.
-  CHECK(full - freed >= 256 * MiB - 512 * MiB / 8 - shadow - 16 * MiB);
+  // The large values' pages stay for reuse (no bound by default): RSS hardly moves, and the
+  // same bytes allocated again take no page fault.
+  CHECK(freed + 16 * MiB >= full);
+  CHECK(r->stats().dirty >= 256 * MiB);
+  const long faults = minor_faults();
+  for (int i = 0; i < 256; ++i) {
+    void* p = r->allocate(1 * MiB);
+    REQUIRE(p != nullptr);
+    std::memset(p, 3, 1 * MiB);
+    blocks[i] = p;
+  }
+  CHECK(minor_faults() - faults < 1024);  // 256 MiB fresh would be 65536 faults
+  for (int i = 0; i < 256; ++i) r->free(blocks[i]);
+  // trim() gives back all but `keep` of them, purge() everything.
+  r->trim(64 * MiB);
+  CHECK(r->stats().dirty <= 64 * MiB);
+  const size_t trimmed = rss();
+  CHECK(freed - trimmed >= 256 * MiB - 64 * MiB - shadow - 16 * MiB);
   r->purge();
   const size_t purged = rss();
   MESSAGE("RSS MiB: before " << before / MiB << ", full " << full / MiB << ", freed "
-                             << freed / MiB << ", purged " << purged / MiB);
+                             << freed / MiB << ", trimmed " << trimmed / MiB << ", purged "
+                             << purged / MiB);
   CHECK(full - purged >= touched - shadow - 16 * MiB);
   CHECK(r->stats().dirty == 0);
+}
+
+TEST_CASE("MemoryRegion: prefault touches the pages at creation, never beyond the region") {
+  RegionOptions o;
+  o.capacity = 64 * MiB;
+  o.prefault = 32 * MiB;
+  auto r = MemoryRegion::create(o);
+  REQUIRE(r != nullptr);
+  CHECK(r->prefaulted() == 32 * MiB);
+  CHECK(r->stats().dirty == 32 * MiB);
+  const long faults = minor_faults();
+  void* p = r->allocate(16 * MiB);  // prefers the warm pages
+  REQUIRE(p != nullptr);
+  std::memset(p, 1, 16 * MiB);
+  CHECK(minor_faults() - faults < 256);
+  r->free(p);
+  o.prefault = 1024 * MiB;  // more than the region: clamped
+  auto whole = MemoryRegion::create(o);
+  REQUIRE(whole != nullptr);
+  CHECK(whole->prefaulted() == 64 * MiB);
+}
+
+TEST_CASE("ResidentPolicy: pages go back only after use stays far below the limit") {
+  ResidentPolicy p;
+  const size_t limit = 1024 * MiB;
+  CHECK(p.to_purge(0, 900 * MiB, limit, 100 * MiB) == 0);  // busy: keep everything
+  CHECK(p.to_purge(1000, 100 * MiB, limit, 800 * MiB) == 0);  // low, but not for long yet
+  CHECK(p.to_purge(1000 + ResidentPolicy::kHoldMs - 1, 100 * MiB, limit, 800 * MiB) == 0);
+  CHECK(p.to_purge(1000 + ResidentPolicy::kHoldMs, 100 * MiB, limit, 300 * MiB) ==
+        300 * MiB - limit / 8);  // down to an eighth of the limit
+  CHECK(p.to_purge(20000, 100 * MiB, limit, limit / 8) == 0);  // nothing above the keep
+  CHECK(p.to_purge(20000, 600 * MiB, limit, 400 * MiB) == 0);   // busy again: the hold restarts
+  CHECK(p.to_purge(20001, 100 * MiB, limit, 400 * MiB) == 0);
+  // A large excess goes in steps.
+  ResidentPolicy q;
+  CHECK(q.to_purge(0, 0, size_t{64} << 30, 0) == 0);
+  CHECK(q.to_purge(ResidentPolicy::kHoldMs, 0, size_t{64} << 30, size_t{40} << 30) ==
+        ResidentPolicy::kStepBytes);
+  CHECK(q.to_purge(0, 0, 0, 100) == 0);  // no limit known: nothing
 }
 
 // Fills `r` with values of `size` until allocation fails, reports the figure, frees them all.

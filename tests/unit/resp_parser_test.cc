@@ -284,8 +284,10 @@ TEST_CASE("parser: limits and Redis's error texts") {
       {"*1\r\n$-1\r\n", bad_bulk, dflt}, {"*1\r\n$abc\r\n", bad_bulk, dflt},
       {"*1\r\n$\r\n", bad_bulk, dflt}, {"*1\r\n$01\r\n", bad_bulk, dflt},
       {"*1\r\n$99999999999999999999\r\n", bad_bulk, dflt},
-      {"*1\r\n$536870913\r\n", bad_bulk, dflt}, {"*1\r\n$536870912\r\n", "", dflt},
-      {"*1\r\n$101\r\n", bad_bulk, small}, {"*1\r\n$100\r\n", "", small},
+      {"*1\r\n$536870913\r\n", bad_bulk + " 536870913 (proto-max-bulk-len is 536870912)", dflt},
+      {"*1\r\n$536870912\r\n", "", dflt},
+      {"*1\r\n$101\r\n", bad_bulk + " 101 (proto-max-bulk-len is 100)", small},
+      {"*1\r\n$100\r\n", "", small},
       {"*1\r\n:3\r\n", "ERR Protocol error: expected '$', got ':'", dflt},
       {"*2\r\n$1\r\nx\r\nfooz\r\n", "ERR Protocol error: expected '$', got 'f'", dflt},
       {"*1\r\n\r\n", "ERR Protocol error: expected '$', got ' '", dflt},  // CR/LF as space

@@ -44,8 +44,12 @@ class ServerProcess {
     port_ = port != 0 ? port : free_port();
     std::vector<std::string> argv = {bin, "--port", std::to_string(port_), "--bind", "127.0.0.1",
                                      "--unixsocket", socket_};
-    if (bin.find("redis-server") != std::string::npos)
+    if (bin.find("redis-server") != std::string::npos) {
       for (const char* a : {"--save", "", "--appendonly", "no"}) argv.emplace_back(a);
+    } else {
+      // An explicit small region (the default is 80% of the machine); `extra` may override it.
+      for (const char* a : {"--memory.capacity", "1gb"}) argv.emplace_back(a);
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
