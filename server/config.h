@@ -32,6 +32,8 @@ enum class Key {
   kTcpKeepalive,
   kTcpBacklog,
   kRequirePass,
+  kAclFile,
+  kAclLogMaxLen,
   kProtectedMode,
   kTlsPort,
   kTlsCertFile,
