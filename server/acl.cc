@@ -200,8 +200,10 @@ std::string apply_rule(User& u, std::string_view op, const Catalog& catalog) {
     u.enabled = true;
   } else if (ieq(op, "off")) {
     u.enabled = false;
-  } else if (ieq(op, "skip-sanitize-payload") || ieq(op, "sanitize-payload")) {
-    // RESTORE's payload checks: stratakv has no RESTORE; accepted for aclfile compatibility.
+  } else if (ieq(op, "skip-sanitize-payload")) {
+    u.sanitize = User::Sanitize::kSkip;
+  } else if (ieq(op, "sanitize-payload")) {
+    u.sanitize = User::Sanitize::kSanitize;
   } else if (ieq(op, "nopass")) {
     u.nopass = true;
     u.passwords.clear();
@@ -283,7 +285,8 @@ std::string apply_rule(User& u, std::string_view op, const Catalog& catalog) {
   } else if (ieq(op, "nocommands") || ieq(op, "-@all")) {
     set_all(u, false);
   } else if (ieq(op, "reset")) {
-    for (std::string_view r : {"resetpass", "resetkeys", "resetchannels", "off", "-@all"})
+    for (std::string_view r :
+         {"resetpass", "resetkeys", "resetchannels", "off", "-@all", "sanitize-payload"})
       apply_rule(u, r, catalog);
   } else if ((op[0] == '+' || op[0] == '-') && op.size() > 1 && op[1] == '@') {
     const int cat = category_index(op.substr(2));
@@ -375,6 +378,8 @@ std::string describe_channels(const User& user) {
 std::string describe(const User& user, const Catalog& catalog) {
   std::string out = user.enabled ? "on " : "off ";
   if (user.nopass) out += "nopass ";
+  if (user.sanitize == User::Sanitize::kSkip) out += "skip-sanitize-payload ";
+  if (user.sanitize == User::Sanitize::kSanitize) out += "sanitize-payload ";
   for (const std::string& p : user.passwords) out += "#" + p + " ";
   if (std::string keys = describe_keys(user); !keys.empty()) out += keys + " ";
   if (!user.all_channels) out += "resetchannels ";

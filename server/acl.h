@@ -65,6 +65,9 @@ struct User {
   std::string name;
   bool enabled = false;   ///< on / off
   bool nopass = false;    ///< any password authenticates
+  /// RESTORE payload flags (sanitize-payload / skip-sanitize-payload): shown and saved as
+  /// Redis does; stratakv has no RESTORE to apply them to.
+  enum class Sanitize : uint8_t { kDefault, kSanitize, kSkip } sanitize = Sanitize::kDefault;
   std::vector<std::string> passwords;  ///< SHA-256 hex, in the order added, no duplicates
   std::vector<uint64_t> allowed;       ///< bit per command id (Catalog index)
   /// +@all / allcommands: also the commands the catalog will have (Redis's reserved bit).

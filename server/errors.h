@@ -58,8 +58,6 @@ inline constexpr std::string_view kAclNoFile =
 inline constexpr std::string_view kAclGenpassBits =
     "ERR ACL GENPASS argument must be the number of bits for the output password, a positive "
     "number up to 4096";
-inline constexpr std::string_view kAclLogCount =
-    "ERR value is out of range, must be positive";
 inline std::string acl_unknown_category(std::string_view name) {
   return "ERR Unknown category '" + std::string(name) + "'";
 }

@@ -37,9 +37,13 @@ void cmd_acl_getuser(CommandContext& ctx) {
   resp::Writer& out = ctx.out;
   out.map(6);
   out.bulk("flags");
-  out.set((u->nopass ? 2 : 1));
+  const bool sanitize = u->sanitize != acl::User::Sanitize::kDefault;
+  out.set(1 + (u->nopass ? 1 : 0) + (sanitize ? 1 : 0));
   out.bulk(u->enabled ? "on" : "off");
   if (u->nopass) out.bulk("nopass");
+  if (sanitize)
+    out.bulk(u->sanitize == acl::User::Sanitize::kSkip ? "skip-sanitize-payload"
+                                                       : "sanitize-payload");
   out.bulk("passwords");
   out.array(u->passwords.size());
   for (const std::string& p : u->passwords) out.bulk(p);
@@ -133,8 +137,7 @@ void cmd_acl_log(CommandContext& ctx) {
     }
     auto v = parse_int(ctx.args[2]);
     if (!v) return ctx.out.error(err::kNotInteger);
-    if (*v < 0) return ctx.out.error(err::kAclLogCount);
-    count = *v;
+    count = *v < 0 ? 0 : *v;  // as Redis: a negative count shows nothing
   }
   const auto entries = ctx.server.acl_log().newest(static_cast<size_t>(count));
   ctx.out.array(entries.size());
