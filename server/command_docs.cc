@@ -6,63 +6,23 @@
 #include <string_view>
 #include <vector>
 
+#include "server/acl_catalog.h"
 #include "server/info.h"
 
 namespace server {
 
-namespace {
-
-// Redis's ACL categories, in the order COMMAND INFO lists them (acl.c ACLCommandCategories).
-enum Category : uint32_t {
-  kCatKeyspace = 1 << 0, kCatRead = 1 << 1, kCatWrite = 1 << 2, kCatString = 1 << 3,
-  kCatBitmap = 1 << 4, kCatPubSub = 1 << 5, kCatAdmin = 1 << 6, kCatFast = 1 << 7,
-  kCatSlow = 1 << 8, kCatDangerous = 1 << 9, kCatConnection = 1 << 10,
-  kCatTransaction = 1 << 11,
-};
-constexpr std::string_view kCategoryNames[] = {"@keyspace", "@read", "@write", "@string",
-                                               "@bitmap", "@pubsub", "@admin", "@fast",
-                                               "@slow", "@dangerous", "@connection",
-                                               "@transaction"};
-
-// Categories Redis declares per command (src/commands/*.json) that its flags do not imply.
-uint32_t declared_categories(const CommandSpec& spec) {
-  struct Extra {
-    std::string_view name;
-    uint32_t cats;
-  };
-  static constexpr Extra kExtras[] = {
-      {"dbsize", kCatKeyspace}, {"flushdb", kCatKeyspace | kCatDangerous},
-      {"flushall", kCatKeyspace | kCatDangerous}, {"keys", kCatDangerous},
-      {"info", kCatDangerous}, {"lastsave", kCatAdmin | kCatDangerous},
-      {"command", kCatConnection},
-  };
-  uint32_t cats = 0;
-  if (spec.subcommands.empty()) {  // a container has none of its group's categories
-    if (spec.group == "string") cats |= kCatString;
-    else if (spec.group == "generic") cats |= kCatKeyspace;
-    else if (spec.group == "connection") cats |= kCatConnection;
-    else if (spec.group == "bitmap") cats |= kCatBitmap;
-    else if (spec.group == "transactions") cats |= kCatTransaction;
-  }
-  std::string_view base = std::string_view(spec.full_name).substr(0, spec.full_name.find('|'));
-  for (const auto& e : kExtras)
-    if (e.name == base) cats |= e.cats;
-  return cats;
-}
-
-}  // namespace
-
 std::vector<std::string_view> acl_categories(const CommandSpec& spec) {
-  uint32_t cats = declared_categories(spec);
-  if (spec.flags & kWrite) cats |= kCatWrite;
-  if (spec.flags & kReadonly) cats |= kCatRead;
-  if (spec.flags & kAdmin) cats |= kCatAdmin | kCatDangerous;
-  if (spec.flags & kFast) cats |= kCatFast;
-  if (spec.flags & kPubSub) cats |= kCatPubSub;
-  if (!(cats & kCatFast)) cats |= kCatSlow;  // "not @fast is @slow in this binary world"
+  // One source for COMMAND INFO, COMMAND LIST FILTERBY ACLCAT and the ACL rules
+  // (server/acl_catalog.h), in ACL CAT's order, each with its '@'.
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> v;
+    for (std::string_view n : acl::category_names()) v.push_back("@" + std::string(n));
+    return v;
+  }();
+  const uint32_t cats = acl_category_mask(spec);
   std::vector<std::string_view> out;
-  for (size_t i = 0; i < std::size(kCategoryNames); ++i)
-    if (cats & (1u << i)) out.push_back(kCategoryNames[i]);
+  for (size_t i = 0; i < kNames.size(); ++i)
+    if (cats & (uint32_t{1} << i)) out.push_back(kNames[i]);
   return out;
 }
 

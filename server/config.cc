@@ -53,6 +53,10 @@ const std::vector<Spec>& specs() {
       {Key::kTcpKeepalive, "tcp-keepalive", Type::kInt, "300", true, 0, INT32_MAX},
       {Key::kTcpBacklog, "tcp-backlog", Type::kInt, "511", false, 0, INT32_MAX},
       {Key::kRequirePass, "requirepass", Type::kString, "", true},
+      // ACL (docs/acl.md): the file ACL SAVE writes and ACL LOAD reads, loaded at start when
+      // set ("" = none, as Redis); and how many entries ACL LOG keeps.
+      {Key::kAclFile, "aclfile", Type::kString, "", false},
+      {Key::kAclLogMaxLen, "acllog-max-len", Type::kInt, "128", true, 0, LONG_MAX},
       {Key::kProtectedMode, "protected-mode", Type::kBool, "yes", true},
       // TLS on a port of its own beside `port` (docs/tls.md), Redis's names and defaults.
       // tls-port 0 = no TLS. The files and settings may change at run time: CONFIG SET builds

@@ -37,6 +37,8 @@ enum class Key {
   kTcpKeepalive,
   kTcpBacklog,
   kRequirePass,
+  kAclFile,
+  kAclLogMaxLen,
   kProtectedMode,
   kTlsPort,
   kTlsCertFile,

@@ -39,7 +39,9 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       parser_({}, [this](size_t len) { return allocate_bulk(len); }),
       rbuf_(kReadBufferSize),
       pubsub_(server.pubsub()) {
-  authenticated = server_.config().num(Key::kRequirePass) == 0;
+  user_generation_ = server_.acl().generation();
+  user_ = server_.acl().default_user();
+  authenticated = !server_.acl().default_needs_auth();
   writer_.set_error_observer(&Connection::count_error_reply, this);
   if (tls != nullptr) {
     const std::string_view auth = server_.config().choice(Key::kTlsAuthClients);
@@ -218,7 +220,7 @@ resp::LargeBulk Connection::allocate_bulk(size_t len) {
   if (!server_.slot_owner().owns_all()) {
     partial_args_.clear();
     const size_t argc = parser_.partial_request(&partial_args_);
-    const int slot = unowned_slot_before(server_, partial_args_, argc, authenticated);
+    const int slot = unowned_slot_before(server_, partial_args_, argc, authenticated, acl_user());
     partial_args_.clear();
     if (slot >= 0) {
       bulk_redirect_slot_ = slot;
@@ -268,6 +270,64 @@ void Connection::close() {
     self->socket_.close(ec);
     if (self->wait_timer_) self->wait_timer_->cancel();
   });
+}
+
+uint64_t Connection::server_acl_generation() const { return server_.acl().generation(); }
+
+void Connection::refresh_user() {
+  // A user with no permission at all: what a deleted user's connection checks as until it is
+  // closed (ACL DELUSER closes it).
+  static const std::shared_ptr<const acl::User> nobody = std::make_shared<const acl::User>();
+  user_generation_ = server_.acl().generation();
+  std::shared_ptr<const acl::User> u = server_.acl().find(user_->name);
+  if (u == nullptr) {
+    user_ = nobody;
+    close();
+    return;
+  }
+  user_ = std::move(u);
+}
+
+void Connection::set_user(std::shared_ptr<const acl::User> user) {
+  {
+    std::lock_guard lock(info_mu_);
+    user_name_ = user->name;
+  }
+  user_generation_ = server_.acl().generation();
+  user_ = std::move(user);
+  authenticated = true;
+}
+
+void Connection::log_acl_denial(std::string_view reason, std::string_view object,
+                                std::string_view username, int64_t now_ms,
+                                std::string_view context) {
+  if (context.empty()) context = txn.active() ? "multi" : "toplevel";
+  AclLog::Entry e;
+  e.reason = reason;
+  e.context = context;
+  e.object = object;
+  e.username = username;
+  e.client_info = describe(now_ms);
+  server_.acl_log().add(std::move(e), now_ms,
+                        static_cast<size_t>(server_.config().num(Key::kAclLogMaxLen)));
+}
+
+void Connection::log_acl_refusal(const PreparedCommand& cmd,
+                                 std::span<const std::string_view> args, int64_t now_ms,
+                                 std::string_view context) {
+  using Verdict = PreparedCommand::Verdict;
+  const std::string_view reason = cmd.verdict == Verdict::kNoPermCommand ? "command"
+                                  : cmd.verdict == Verdict::kNoPermKey   ? "key"
+                                                                         : "channel";
+  const std::string_view object = cmd.verdict == Verdict::kNoPermCommand
+                                      ? std::string_view(cmd.spec->full_name)
+                                      : args[cmd.denied_arg];
+  log_acl_denial(reason, object, user_->name, now_ms, context);
+}
+
+std::string Connection::user_name() const {
+  std::lock_guard lock(info_mu_);
+  return user_name_;
 }
 
 void Connection::set_name(std::string name) {
@@ -329,7 +389,7 @@ std::string Connection::describe(int64_t now_ms) const {
   s += " rbs=" + std::to_string(kReadBufferSize) + " rbp=0 obl=0 oll=" +
        std::to_string(box ? box->queued() : 0) + " omem=" + std::to_string(omem);
   s += " tot-mem=" + std::to_string(kReadBufferSize + qbuf + omem + pubsub_.memory());
-  s += " events=r cmd=" + (cmd ? cmd->full_name : std::string("NULL")) + " user=default redir=-1";
+  s += " events=r cmd=" + (cmd ? cmd->full_name : std::string("NULL")) + " user=" + user_name_ + " redir=-1";
   s += " resp=" + std::to_string(resp_.load(std::memory_order_relaxed));
   s += " lib-name=" + lib_name_ + " lib-ver=" + lib_ver_;
   return s;
@@ -425,6 +485,29 @@ asio::awaitable<void> Connection::finish_wait() {
   writer_.integer(repl.acked(w.offset));
 }
 
+asio::awaitable<void> Connection::finish_io_job() {
+  std::function<std::string()> job = std::move(io_job_);
+  io_job_ = nullptr;
+  auto result = std::make_shared<std::string>();
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  auto timer = std::make_shared<asio::steady_timer>(worker_.io,
+                                                    asio::steady_timer::time_point::max());
+  asio::post(server_.main_io(), [job = std::move(job), result, done, timer,
+                                 ex = worker_.io.get_executor()] {
+    *result = job();
+    asio::post(ex, [done, timer] {
+      done->store(true);
+      timer->cancel();
+    });
+  });
+  while (!done->load()) {
+    auto [ec] = co_await timer->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    (void)ec;
+  }
+  if (result->empty()) writer_.ok();
+  else writer_.error(*result);
+}
+
 asio::awaitable<void> Connection::run() {
   Config& config = server_.config();
   size_t pos = 0, have = 0;
@@ -435,7 +518,7 @@ asio::awaitable<void> Connection::run() {
     bool protocol_error = false;
     command_end_ = std::chrono::steady_clock::now();
     while (pos < have && !closed_.load(std::memory_order_relaxed)) {
-      parser_.set_unauthenticated(!authenticated && config.num(Key::kRequirePass) != 0);
+      parser_.set_unauthenticated(!authenticated && server_.acl().default_needs_auth());
       parser_.limits().max_bulk_len = config.num(Key::kProtoMaxBulkLen);
       resp::Parser::Status st;
       pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
@@ -472,6 +555,7 @@ asio::awaitable<void> Connection::run() {
         }
         in_flight.end();  // the write is done: a handover need not wait for its reply to go out
         if (wait_) co_await finish_wait();
+        if (io_job_) [[unlikely]] co_await finish_io_job();
         if (closed_.load(std::memory_order_relaxed)) break;
         if (close_after_reply_ || handoff_) break;
         if (writer_.pending_bytes() >= kFlushThreshold) {

@@ -26,6 +26,7 @@
 #include "resp/writer.h"
 #include "rdma/segment.h"
 #include "rdma/verbs_transport.h"
+#include "server/acl.h"
 #include "server/command.h"
 #include "server/output_limit.h"
 #include "server/pipeline.h"
@@ -70,6 +71,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Session state, changed by commands on this connection's own thread.
   bool authenticated = false;
+  /// The ACL user this connection runs as (server/acl.h): the default user until AUTH, HELLO
+  /// AUTH or RESET change it. Re-read from the registry when it changed (one atomic load per
+  /// request while it did not); a deleted user's connection is closed and checks as a user with
+  /// no permission meanwhile. Connection thread only.
+  const acl::User* acl_user() {
+    if (server_acl_generation() != user_generation_) [[unlikely]] refresh_user();
+    return user_.get();
+  }
+  /// Runs as `user` from now on (AUTH, HELLO AUTH, RESET), authenticated.
+  void set_user(std::shared_ptr<const acl::User> user);
+  /// The user's name, for CLIENT LIST. Thread-safe.
+  std::string user_name() const;
+  /// Adds an ACL LOG entry for a denial on this connection (acl.c addACLLogEntry): `reason`
+  /// "command", "key", "channel" or "auth"; `object` the command, key, channel or "AUTH";
+  /// `username` this connection's user or the one AUTH named; `context` "lua" for a script's
+  /// call, else "multi" inside MULTI or "toplevel".
+  void log_acl_denial(std::string_view reason, std::string_view object, std::string_view username,
+                      int64_t now_ms, std::string_view context = {});
+  /// log_acl_denial for a request the pipeline refused with a NOPERM verdict.
+  void log_acl_refusal(const PreparedCommand& cmd, std::span<const std::string_view> args,
+                       int64_t now_ms, std::string_view context = {});
   bool no_evict = false;
   /// Client memory registered by KV.REGISTER; unmapped when the connection closes.
   rdma::SegmentTable segments;
@@ -128,6 +150,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void suspend_for_wait(uint64_t offset, int needed, int64_t timeout_ms) {
     wait_ = PendingWait{offset, needed, timeout_ms};
   }
+  /// A request whose work must not run on this thread (file I/O: ACL SAVE/LOAD): after the
+  /// handler, `job` runs on the server's main loop while this connection waits (its coroutine,
+  /// as WAIT), then its result is replied here: "" = +OK, else the error text.
+  void defer_io(std::function<std::string()> job) { io_job_ = std::move(job); }
   /// RESP protocol version of replies (2 or 3).
   int protocol() const { return writer_.protocol(); }
   void set_protocol(int v) {
@@ -217,6 +243,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<void> run();
   // WAIT's suspension (suspend_for_wait); replies the count.
   asio::awaitable<void> finish_wait();
+  asio::awaitable<void> finish_io_job();
   asio::awaitable<bool> flush();
   /// Reads what the socket has into `buf` (at least one byte, or an error). On the Unix socket
   /// it uses recvmsg, keeping file descriptors passed with SCM_RIGHTS in passed_fds.
@@ -278,6 +305,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<PendingWait> wait_;
   std::shared_ptr<asio::steady_timer> wait_timer_;  // while WAIT waits (close() cancels it)
   std::function<void(int fd)> handoff_;
+  std::function<std::string()> io_job_;  // defer_io
   bool close_after_reply_ = false;
   // When the previous command ended (or the batch began): each command's duration for the
   // slowlog is measured from here, so it costs one clock read per command.
@@ -310,7 +338,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::string> ssd_prefetch_;
 
   mutable std::mutex info_mu_;
-  std::string name_, lib_name_, lib_ver_;
+  std::string name_, lib_name_, lib_ver_, user_name_ = "default";
+  // acl_user()'s state: the user, and the registry generation it was read at.
+  std::shared_ptr<const acl::User> user_;
+  uint64_t user_generation_ = 0;
+  uint64_t server_acl_generation() const;
+  void refresh_user();
 
   // Pub/Sub and output accounting.
   PubSubClient pubsub_;

@@ -25,7 +25,7 @@ bool writes(const CommandSpec& spec) {
 
 asio::awaitable<bool> Connection::migration_stage(const resp::Request& req) {
   SlotOwner& owner = server_.slot_owner();
-  prepare(server_, req, authenticated, peek_);
+  prepare(server_, req, authenticated, acl_user(), peek_);
   if (!peek_.runs() || !writes(*peek_.spec)) co_return false;
   // The slots the request writes: its keys', or, for EXEC, its queued commands' keys'.
   migration_slots_.clear();

@@ -72,7 +72,7 @@ asio::awaitable<bool> Connection::busy_stage(const resp::Request& req, int64_t n
   ScriptRunner& scripts = server_.scripts();
   // Requests the pipeline refuses first (unknown, arity, auth, slots) go on to be refused;
   // commands allowed while busy (SCRIPT KILL, SHUTDOWN, AUTH ...) lock nothing.
-  prepare(server_, req, authenticated, prepared_);
+  prepare(server_, req, authenticated, acl_user(), prepared_);
   if (!prepared_.runs() || (prepared_.spec->flags & kAllowBusy)) co_return false;
   const CommandSpec& spec = *prepared_.spec;
   // The shards the request would lock.

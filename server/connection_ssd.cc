@@ -64,7 +64,7 @@ void Connection::collect_prefetch(std::string_view ahead, int64_t now_ms) {
     const resp::Request& r = peek.request();
     // Stages 1-3 as the request will pass them: a refused one (a key another node serves, for
     // one) loads nothing.
-    prepare(server_, r, authenticated, peek_);
+    prepare(server_, r, authenticated, acl_user(), peek_);
     if (!peek_.runs() || !peek_.reads_values) continue;
     for (size_t i : peek_.keys) {
       const std::string_view key = r[i];

@@ -26,6 +26,53 @@ inline constexpr std::string_view kWrongPass =
 inline constexpr std::string_view kAuthNoPassword =
     "ERR AUTH <password> called without any password configured for the default user. Are you "
     "sure your configuration is correct?";
+// ACL (acl.c, server.c processCommand).
+inline std::string noperm_command(std::string_view full_name) {
+  return "NOPERM this user has no permissions to run the '" + std::string(full_name) +
+         "' command";
+}
+inline constexpr std::string_view kNoPermKey =
+    "NOPERM this user has no permissions to access one of the keys used as arguments";
+inline constexpr std::string_view kNoPermChannel =
+    "NOPERM this user has no permissions to access one of the channels used as arguments";
+// A script's redis.call of a command its user may not run (script.c scriptVerifyACL); the
+// script's location follows, as for any error raised in a script.
+// (Without "ERR ": the script engine words a refused call's error as for any other.)
+inline constexpr std::string_view kScriptNoPermCommand =
+    "The user executing the script can't run this command or subcommand";
+inline constexpr std::string_view kScriptNoPermKey =
+    "The user executing the script can't access at least one of the keys mentioned in the "
+    "command";
+inline constexpr std::string_view kScriptNoPermChannel =
+    "The user executing the script can't publish to the channel mentioned in the command";
+inline std::string no_such_user(std::string_view name) {
+  return "ERR No such user '" + std::string(name) + "'";
+}
+inline constexpr std::string_view kAclUserSpaces =
+    "ERR Usernames can't contain spaces or null characters";
+inline constexpr std::string_view kAclDelDefault = "ERR The 'default' user cannot be removed";
+inline constexpr std::string_view kAclNoFile =
+    "ERR This Redis instance is not configured to use an ACL file. You may want to specify "
+    "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
+    "Redis configuration file set) in order to store users in the Redis configuration.";
+inline constexpr std::string_view kAclGenpassBits =
+    "ERR ACL GENPASS argument must be the number of bits for the output password, a positive "
+    "number up to 4096";
+inline std::string acl_unknown_category(std::string_view name) {
+  return "ERR Unknown category '" + std::string(name) + "'";
+}
+inline std::string acl_user_not_found(std::string_view name) {
+  return "ERR User '" + std::string(name) + "' not found";
+}
+inline std::string acl_dryrun_command(std::string_view full_name) {
+  return "This user has no permissions to run the '" + std::string(full_name) + "' command";
+}
+inline std::string acl_dryrun_key(std::string_view key) {
+  return "This user has no permissions to access the '" + std::string(key) + "' key";
+}
+inline std::string acl_dryrun_channel(std::string_view channel) {
+  return "This user has no permissions to access the '" + std::string(channel) + "' channel";
+}
 inline constexpr std::string_view kDbIndexRange = "ERR DB index is out of range";
 inline constexpr std::string_view kOffsetRange = "ERR offset is out of range";
 inline constexpr std::string_view kStringTooLong =

@@ -24,8 +24,8 @@ class Server;
 /// Sections come in Redis's order whatever the order asked.
 std::string info_text(Server& server, std::span<const std::string_view> sections, int64_t now_ms);
 
-/// ACL categories of a command, e.g. {"@read", "@string", "@fast"}, derived as Redis does from
-/// its flags (write -> @write, not fast -> @slow, admin -> @admin @dangerous, ...) and group.
+/// ACL categories of a command, e.g. {"@read", "@string", "@fast"}: the ACL's own
+/// (acl_category_mask, server/acl_catalog.h), Redis 7.0's for the commands Redis has.
 std::vector<std::string_view> acl_categories(const CommandSpec& spec);
 
 /// Key-spec flags of a command's keys, e.g. {"RO", "access"} (COMMAND INFO key_specs and

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rdma/verbs_transport.h"
+#include "server/commands/family.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/os_tuning.h"
@@ -141,6 +142,15 @@ int main(int argc, char** argv) {
 
   server::Server srv(config);
   srv.set_verbs(std::move(verbs));
+  // The aclfile's users, before the first client (acl.c ACLLoadUsersAtStartup): a file that
+  // does not load stops the start, as in Redis.
+  if (const std::string aclfile = config.str(server::Key::kAclFile); !aclfile.empty()) {
+    if (std::string err = server::load_aclfile(srv, aclfile); !err.empty()) {
+      server::log::warning(err);
+      server::log::warning("Aborting stratakv startup because of ACL errors");
+      return 1;
+    }
+  }
   // The SSD tier opens and recovers its keys before the first client connects.
   srv.start_ssd_tier();
   if (auto err = srv.listen()) {

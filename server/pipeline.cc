@@ -22,9 +22,57 @@ using Verdict = PreparedCommand::Verdict;
 // A handler that keeps needing room is run this many times at most.
 constexpr int kMaxHandlerAttempts = 8;
 
-// Whether a command needs authentication it does not have (server.c: authRequired).
+// Whether a command needs authentication it does not have (server.c: authRequired): the
+// default user has a password or is off.
 bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
-  return !authenticated && !(spec.flags & kNoAuth) && server.config().num(Key::kRequirePass) != 0;
+  return !authenticated && !(spec.flags & kNoAuth) && server.acl().default_needs_auth();
+}
+
+// The ACL's command check (ACLSelectorCheckCmd): no_auth commands run for everyone.
+[[gnu::always_inline]] inline bool command_allowed(const acl::User& user, const CommandSpec& spec,
+                                                   const std::string_view* arg1) {
+  return (spec.flags & kNoAuth) || user.can_run(spec.id, arg1 != nullptr ? *arg1 : "");
+}
+
+// The key permissions a call of `spec` needs on each of its keys (Redis's key-spec flags, from
+// our command flags): a write needs W, and R too when the call reads values (INCR, GETSET, SET
+// ... GET); a read needs R.
+uint8_t key_perms(const CommandSpec& spec, std::span<const std::string_view> args) {
+  if (spec.flags & kWrite)
+    return acl::kKeyWrite |
+           (!(spec.flags & kNoValue) && CommandTable::reads_values(spec, args) ? acl::kKeyRead : 0);
+  return acl::kKeyRead;
+}
+
+// The ACL's key and channel checks (ACLSelectorCheckCmd after the command bit), over the call's
+// keys (found into `keys` unless `have_keys`).
+Verdict acl_keys_channels(const Server& server, const acl::User& user, const CommandSpec& spec,
+                          std::span<const std::string_view> args, std::vector<size_t>& keys,
+                          bool have_keys, uint32_t* denied_arg) {
+  if (!user.all_keys && CommandTable::has_keys(spec)) {
+    if (!have_keys) CommandTable::keys(spec, args, keys);
+    const uint8_t perms = key_perms(spec, args);
+    for (size_t i : keys) {
+      if (i < args.size() && !user.key_allowed(args[i], perms)) {
+        *denied_arg = static_cast<uint32_t>(i);
+        return Verdict::kNoPermKey;
+      }
+    }
+  }
+  if (!user.all_channels) {
+    const acl::Channels where = const_cast<Server&>(server).acl().catalog()[spec.id].channels;
+    if (where != acl::Channels::kNone) {
+      const size_t end = where == acl::Channels::kFirst ? std::min<size_t>(2, args.size())
+                                                        : args.size();
+      for (size_t i = 1; i < end; ++i) {
+        if (!user.channel_allowed(args[i], where == acl::Channels::kAllPatterns)) {
+          *denied_arg = static_cast<uint32_t>(i);
+          return Verdict::kNoPermChannel;
+        }
+      }
+    }
+  }
+  return Verdict::kRun;
 }
 
 // Stages 1-2 for a call named by `name` (and, for a container, `sub`: null when the call has
@@ -33,7 +81,8 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
 // prepare() and unowned_slot_before().
 [[gnu::always_inline]] inline Verdict check_call(Server& server, std::string_view name,
                                                  const std::string_view* sub, size_t argc,
-                                                 bool authenticated, const CommandSpec** spec) {
+                                                 bool authenticated, const acl::User* user,
+                                                 const CommandSpec** spec) {
   // 1. Lookup (one table lookup, and the subcommand's among its container's) and arity.
   const CommandSpec* s = server.commands().find(name);
   *spec = s;
@@ -50,15 +99,29 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   if (!CommandTable::arity_ok(*s, argc)) return Verdict::kWrongArity;
   // 2. Authentication.
   if (needs_auth(server, *s, authenticated)) return Verdict::kNoAuth;
+  // 2. ACL: the user's command bitmap (the keys and channels once the call is whole).
+  if (user != nullptr && !user->unrestricted && !command_allowed(*user, *s, sub))
+    return Verdict::kNoPermCommand;
   return Verdict::kRun;
 }
 
 }  // namespace
 
+Verdict acl_check(const Server& server, const acl::User& user, const CommandSpec& spec,
+                  std::span<const std::string_view> args, std::vector<size_t>& keys,
+                  uint32_t* denied_arg) {
+  if (user.unrestricted) return Verdict::kRun;
+  if (!command_allowed(user, spec, args.size() >= 2 ? &args[1] : nullptr))
+    return Verdict::kNoPermCommand;
+  keys.clear();
+  return acl_keys_channels(server, user, spec, args, keys, false, denied_arg);
+}
+
 // prepare()'s body, inlined into the pipeline's own callers: one request's stages run without
 // a call per stage.
 [[gnu::always_inline]] inline void prepare_inline(Server& server, const resp::Request& req,
-                                                  bool authenticated, PreparedCommand& out) {
+                                                  bool authenticated, const acl::User* user,
+                                                  PreparedCommand& out) {
   const std::span<const std::string_view> args = req.args();
   out.spec = nullptr;
   out.keys.clear();
@@ -69,9 +132,15 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   // 1-2. Lookup and arity, authentication.
   const CommandSpec* spec = nullptr;
   out.verdict = check_call(server, args[0], args.size() >= 2 ? &args[1] : nullptr, args.size(),
-                           authenticated, &spec);
+                           authenticated, user, &spec);
   out.spec = spec;
   if (out.verdict != Verdict::kRun) return;
+  // 2. ACL: the keys (read or write patterns) and the Pub/Sub channels of a restricted user.
+  const bool acl_keys = user != nullptr && !user->unrestricted;
+  if (acl_keys) [[unlikely]] {
+    out.verdict = acl_keys_channels(server, *user, *spec, args, out.keys, false, &out.denied_arg);
+    if (out.verdict != Verdict::kRun) return;
+  }
 
   // What the later stages need. Only the slot stage (below) and the SSD tier's stages (loads,
   // waits for room) ask for the keys: a node that serves every slot outside cluster mode and
@@ -85,7 +154,9 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
   // every key once.
   const bool per_key = (spec->flags & kPerKeySlots) != 0;
   const bool slot_stage = (cluster_mode || !owner.owns_all()) && !per_key;
-  if (slot_stage || server.ssd() != nullptr) CommandTable::keys(*spec, args, out.keys);
+  // (found already when the ACL checked them: a user limited to some keys)
+  if ((slot_stage || server.ssd() != nullptr) && !(acl_keys && !user->all_keys))
+    CommandTable::keys(*spec, args, out.keys);
   if (server.ssd() != nullptr) {
     out.reads_values = CommandTable::reads_values(*spec, args);
     if (out.writes && spec->write_bytes != nullptr) {
@@ -159,19 +230,19 @@ bool needs_auth(Server& server, const CommandSpec& spec, bool authenticated) {
 }
 
 void prepare(Server& server, const resp::Request& req, bool authenticated,
-             PreparedCommand& out) {
-  prepare_inline(server, req, authenticated, out);
+             const acl::User* user, PreparedCommand& out) {
+  prepare_inline(server, req, authenticated, user, out);
 }
 
 int unowned_slot_before(Server& server, std::span<const std::string_view> known, size_t argc,
-                        bool authenticated) {
+                        bool authenticated, const acl::User* user) {
   const SlotOwner& owner = server.slot_owner();
   if (owner.owns_all() || known.empty()) return -1;
   // A request stages 1-2 will refuse replies that first; a container whose subcommand is not
   // in hand yet cannot be told.
   const CommandSpec* spec = nullptr;
   if (check_call(server, known[0], known.size() >= 2 ? &known[1] : nullptr, argc, authenticated,
-                 &spec) != Verdict::kRun)
+                 user, &spec) != Verdict::kRun)
     return -1;
   std::vector<size_t> keys;  // only when some slot is served elsewhere, for a large bulk
   if (!CommandTable::range_keys(*spec, argc, keys)) return -1;
@@ -196,6 +267,12 @@ void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view>
       return out.error(err::wrong_arity(cmd.spec->full_name));
     case Verdict::kNoAuth:
       return out.error(err::kNoAuth);
+    case Verdict::kNoPermCommand:
+      return out.error(err::noperm_command(cmd.spec->full_name));
+    case Verdict::kNoPermKey:
+      return out.error(err::kNoPermKey);
+    case Verdict::kNoPermChannel:
+      return out.error(err::kNoPermChannel);
     case Verdict::kMoved:
       return out.error(err::moved(cmd.moved_slot, cmd.moved_to));
     case Verdict::kCrossSlot:
@@ -414,8 +491,10 @@ bool Connection::queue_stage(const resp::Request& req, const PreparedCommand& cm
 void Connection::process(const resp::Request& req, int64_t now_ms) {
   PreparedCommand& cmd = prepared_;
   // 1-3. Lookup and arity, auth, slot ownership.
-  prepare_inline(server_, req, authenticated, cmd);
+  prepare_inline(server_, req, authenticated, acl_user(), cmd);
   take_bulk_redirect(cmd);
+  if (cmd.verdict >= Verdict::kNoPermCommand && cmd.verdict <= Verdict::kNoPermChannel)
+    [[unlikely]] log_acl_refusal(cmd, req.args(), now_ms);
   if (readonly_reads) replica_read(cmd);
   // 3a. RESP2 subscribed mode: only the Pub/Sub commands, PING, QUIT and RESET.
   if (subscribed_resp2() && subscribed_stage(req, cmd, now_ms)) return;
@@ -442,8 +521,10 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
                                                  std::string_view ahead) {
   PreparedCommand& cmd = prepared_;
   // 1-3. Lookup and arity, auth, slot ownership: refused requests load nothing.
-  prepare_inline(server_, req, authenticated, cmd);
+  prepare_inline(server_, req, authenticated, acl_user(), cmd);
   take_bulk_redirect(cmd);
+  if (cmd.verdict >= Verdict::kNoPermCommand && cmd.verdict <= Verdict::kNoPermChannel)
+    [[unlikely]] log_acl_refusal(cmd, req.args(), now_ms);
   if (readonly_reads) replica_read(cmd);
   // 3a. RESP2 subscribed mode: only the Pub/Sub commands, PING, QUIT and RESET.
   if (subscribed_resp2() && subscribed_stage(req, cmd, now_ms)) co_return;
@@ -460,7 +541,7 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
     // EXEC: the queued commands' values come back from SSD before its locks are taken.
     if (loaded && txn.active() && !txn.aborted() && cmd.spec->full_name == "exec") {
       for (const QueuedCommand& q : txn.queued()) {
-        prepare(server_, q.req, true, peek_);
+        prepare(server_, q.req, true, nullptr, peek_);
         if (!peek_.runs() || !peek_.reads_values || !ssd_pin(peek_, q.req, now_ms)) continue;
         if (!(loaded = co_await ssd_load(now_ms, {}))) break;
       }

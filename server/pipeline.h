@@ -2,7 +2,9 @@
 // the stages every request passes, in this order (docs/design.md, "A request, end to end"):
 //
 //   1. lookup and arity        prepare()                        (pipeline.cc)
-//   2. auth                    prepare()
+//   2. auth and ACL            prepare(): NOAUTH, then the user's command bitmap, key
+//                              patterns (read/write per the command's flags) and channels
+//                              (server/acl.h; -NOPERM)
 //   3. slot ownership          prepare(); for a large bulk still being received,
 //                              unowned_slot_before(), which Connection::allocate_bulk asks
 //                              before it takes a block of the region (connection.cc)
@@ -38,6 +40,7 @@
 
 #include "resp/parser.h"
 #include "resp/writer.h"
+#include "server/acl.h"
 #include "server/command.h"
 
 namespace server {
@@ -55,6 +58,9 @@ struct PreparedCommand {
     kUnknownSubcommand,  ///< ERR unknown subcommand '...'. Try X HELP.
     kWrongArity,         ///< ERR wrong number of arguments for '...' command
     kNoAuth,             ///< NOAUTH Authentication required.
+    kNoPermCommand,      ///< NOPERM ... to run the '...' command (ACL)
+    kNoPermKey,          ///< NOPERM ... one of the keys used as arguments (ACL)
+    kNoPermChannel,      ///< NOPERM ... one of the channels used as arguments (ACL)
     kMoved,              ///< MOVED <slot> <host:port>: a key in a slot another node serves
     kCrossSlot,          ///< CROSSSLOT Keys in request don't hash to the same slot
     kClusterDownUnbound, ///< CLUSTERDOWN Hash slot not served (cluster mode)
@@ -65,6 +71,8 @@ struct PreparedCommand {
   };
 
   Verdict verdict = Verdict::kUnknownCommand;
+  /// kNoPermKey / kNoPermChannel: the index of the argument refused (ACL LOG's object).
+  uint32_t denied_arg = 0;
   /// The command or subcommand; null only for kUnknownCommand / kUnknownSubcommand.
   const CommandSpec* spec = nullptr;
   /// Indexes of the key arguments (CommandTable::keys, the one key extractor), in order,
@@ -94,14 +102,22 @@ struct PreparedCommand {
 };
 
 /// Stages 1-3 for `req` (req[0] the command name) into `out`: lookup of the command (one table
-/// lookup, subcommand included) and its arity, authentication (`authenticated`, or no
-/// requirepass, or a no_auth command), then every key's slot against the server's SlotOwner
+/// lookup, subcommand included) and its arity, authentication (`authenticated`, or a default
+/// user without password, or a no_auth command), the ACL of `user` (null: none checked; an
+/// unrestricted user costs one branch), then every key's slot against the server's SlotOwner
 /// (and, in cluster mode, that they share one slot). The keys, slots, write bytes and
 /// reads_values are filled (as their comments say) only when the verdict is kRun, kMoved or
 /// kCrossSlot. Allocates nothing once `out`'s vectors have grown, but for a redirect. Thread-safe (reads the
 /// read-only table and the slot map).
 void prepare(Server& server, const resp::Request& req, bool authenticated,
-             PreparedCommand& out);
+             const acl::User* user, PreparedCommand& out);
+
+/// The ACL check of stage 2 alone, for a call already looked up (`spec`, args[0] its name):
+/// kRun, kNoPermCommand, kNoPermKey or kNoPermChannel, the argument refused in `*denied_arg`.
+/// `keys` is scratch space (its capacity kept). Also what scripts' redis.call and EXEC ask.
+PreparedCommand::Verdict acl_check(const Server& server, const acl::User& user,
+                                   const CommandSpec& spec, std::span<const std::string_view> args,
+                                   std::vector<size_t>& keys, uint32_t* denied_arg);
 
 /// Stage 3 for a request still being received, when a large bulk at `index` of a request of
 /// `argc` arguments is about to be allocated: the slot of a key before it (among `known`, the
@@ -110,7 +126,7 @@ void prepare(Server& server, const resp::Request& req, bool authenticated,
 /// received yet (a command with a key finder): the pipeline checks it once it is whole.
 /// Cheap (one relaxed load) while this node serves every slot. Thread-safe.
 int unowned_slot_before(Server& server, std::span<const std::string_view> known, size_t argc,
-                        bool authenticated);
+                        bool authenticated, const acl::User* user);
 
 /// Replies the error of a request prepare() refused (verdict != kRun), as Redis 7.0 does.
 void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view> args,

@@ -106,6 +106,20 @@ class RunHost : public ScriptHost {
     if (spec == nullptr) return refuse(error, err::kScriptUnknownCommand);
     if (!CommandTable::arity_ok(*spec, args.size())) return refuse(error, err::kScriptWrongArity);
     if (spec->flags & kNoScript) return refuse(error, err::kScriptNotAllowed);
+    // The caller's ACL, as for its own commands (script.c scriptVerifyACL).
+    if (const acl::User* user = call_.conn->acl_user(); !user->unrestricted) {
+      PreparedCommand denied;
+      denied.spec = spec;
+      denied.verdict = acl_check(server_, *user, *spec, args, keys_, &denied.denied_arg);
+      if (!denied.runs()) {
+        call_.conn->log_acl_refusal(denied, args, now_ms_, "lua");
+        return refuse(error, denied.verdict == PreparedCommand::Verdict::kNoPermCommand
+                                 ? err::kScriptNoPermCommand
+                             : denied.verdict == PreparedCommand::Verdict::kNoPermKey
+                                 ? err::kScriptNoPermKey
+                                 : err::kScriptNoPermChannel);
+      }
+    }
     const bool writes = (spec->flags & kWrite) != 0;
     if (writes && (call_.read_only || call_.flags.no_writes))
       return refuse(error, err::kScriptWriteReadOnly);

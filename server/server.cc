@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cluster/slot.h"
+#include "server/acl_catalog.h"
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/log.h"
@@ -84,6 +85,10 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
   keyspace_events_.set_wake([this] { asio::post(main_io_, [this] { keyspace_events_.drain(); }); });
   register_all_commands(commands_);
   if (more_commands != nullptr) more_commands(commands_);
+  acl_ = std::make_unique<acl::Users>(build_acl_catalog(commands_));
+  // requirepass is the default user's password (Redis's config.c updateRequirePass).
+  if (const std::string pass = config_.str(Key::kRequirePass); !pass.empty())
+    acl_->set_requirepass(pass);
   sync_eviction_options();
   size_t n = static_cast<size_t>(config_.num(Key::kThreads));
   for (size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(commands_.size()));

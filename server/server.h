@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "rdma/verbs_transport.h"
+#include "server/acl.h"
+#include "server/acl_log.h"
 #include "server/client_registry.h"
 #include "server/command.h"
 #include "server/command_stats.h"
@@ -119,6 +121,13 @@ class Server {
   tiering::Keyspace& keyspace() { return keyspace_; }
   const CommandTable& commands() const { return commands_; }
   ClientRegistry& clients() { return clients_; }
+  /// The ACL users (server/acl.h), over this server's command table. Thread-safe.
+  acl::Users& acl() { return *acl_; }
+  /// The main loop (listeners, cron): where work that must not run on a connection thread
+  /// (small file I/O: ACL SAVE/LOAD) is posted.
+  asio::io_context& main_io() { return main_io_; }
+  /// ACL LOG's entries (server/acl_log.h). Thread-safe.
+  AclLog& acl_log() { return acl_log_; }
   Slowlog& slowlog() { return slowlog_; }
   /// LATENCY's series (latency-monitor-threshold). Thread-safe.
   LatencyMonitor& latency() { return latency_; }
@@ -277,6 +286,8 @@ class Server {
   tiering::Keyspace keyspace_;
   tiering::Evictor evictor_;
   CommandTable commands_;
+  std::unique_ptr<acl::Users> acl_;  // over commands_, once it is filled
+  AclLog acl_log_;
   ClientRegistry clients_;
   Slowlog slowlog_;
   SlotOwner slot_owner_;

@@ -16,12 +16,15 @@
 namespace server {
 namespace {
 
-// Checks AUTH credentials against `requirepass` for the `default` user. A missing password
-// means the default user is "nopass": any password is accepted.
-bool check_password(CommandContext& ctx, std::string_view user, std::string_view pass) {
-  if (user != "default") return false;
-  std::string required = ctx.server.config().str(Key::kRequirePass);
-  return required.empty() || required == pass;
+// AUTH's and HELLO AUTH's check (acl.c ACLAuthenticateUser): the connection runs as `user`
+// from now on if `pass` authenticates it; else an "auth" entry goes to ACL LOG.
+bool authenticate(CommandContext& ctx, std::string_view user, std::string_view pass) {
+  if (auto u = ctx.server.acl().authenticate(user, pass)) {
+    ctx.conn.set_user(std::move(u));
+    return true;
+  }
+  ctx.conn.log_acl_denial("auth", "AUTH", user, ctx.now_ms);
+  return false;
 }
 
 void cmd_ping(CommandContext& ctx) {
@@ -43,10 +46,9 @@ void cmd_auth(CommandContext& ctx) {
   if (ctx.args.size() > 3) return ctx.out.error(err::kSyntax);
   std::string_view user = ctx.args.size() == 3 ? ctx.args[1] : "default";
   std::string_view pass = ctx.args.back();
-  if (ctx.args.size() == 2 && ctx.server.config().num(Key::kRequirePass) == 0)
+  if (ctx.args.size() == 2 && ctx.server.acl().default_user()->nopass)
     return ctx.out.error(err::kAuthNoPassword);
-  if (!check_password(ctx, user, pass)) return ctx.out.error(err::kWrongPass);
-  ctx.conn.authenticated = true;
+  if (!authenticate(ctx, user, pass)) return ctx.out.error(err::kWrongPass);
   ctx.out.ok();
 }
 
@@ -74,11 +76,8 @@ void cmd_hello(CommandContext& ctx) {
       return ctx.out.error(err::hello_syntax(opt));
     }
   }
-  if (auth) {
-    if (!check_password(ctx, user, pass)) return ctx.out.error(err::kWrongPass);
-    ctx.conn.authenticated = true;
-  }
-  if (!ctx.conn.authenticated && ctx.server.config().num(Key::kRequirePass) != 0)
+  if (auth && !authenticate(ctx, user, pass)) return ctx.out.error(err::kWrongPass);
+  if (!ctx.conn.authenticated && ctx.server.acl().default_needs_auth())
     return ctx.out.error(err::kHelloNoAuth);
   if (setname) {
     for (char c : name)
@@ -123,7 +122,9 @@ void cmd_reset(CommandContext& ctx) {
   ctx.conn.txn.end();  // RESET discards MULTI and unwatches (resetCommand)
   ctx.conn.pubsub().unsubscribe_all();  // and drops every subscription, with no reply
   ctx.conn.stop_monitor();              // and ends MONITOR
-  ctx.conn.authenticated = ctx.server.config().num(Key::kRequirePass) == 0;
+  // Back to the default user, authenticated only if it needs no password (clearClientConnectionState).
+  ctx.conn.set_user(ctx.server.acl().default_user());
+  ctx.conn.authenticated = !ctx.server.acl().default_needs_auth();
   ctx.out.simple("RESET");
 }
 
@@ -209,7 +210,7 @@ void cmd_client_setinfo(CommandContext& ctx) {
 void cmd_client_kill(CommandContext& ctx) {
   bool legacy = ctx.args.size() == 3;
   std::optional<uint64_t> id;
-  std::string_view addr = legacy ? ctx.args[2] : std::string_view(), laddr, type;
+  std::string_view addr = legacy ? ctx.args[2] : std::string_view(), laddr, type, user;
   bool skipme = true;
   // TYPE: pubsub clients are those with a subscription (getClientType); none is a master or
   // a replica.
@@ -238,12 +239,14 @@ void cmd_client_kill(CommandContext& ctx) {
           type_filter = kTypeNone;
         else if (p.ok()) return ctx.out.error(err::unknown_client_type(type));
       } else if (p.eat("USER")) {
-        p.next();  // every client is of the default user
+        user = p.next();
       } else {
         p.fail(err::kSyntax);
       }
     }
     if (!p.ok()) return ctx.out.error(p.error());
+    if (!user.empty() && ctx.server.acl().find(user) == nullptr)
+      return ctx.out.error(err::no_such_user(user));
   }
   // The replication links are clients of type master (this node's link to its primary) and
   // replica (the feeds of its replicas), as in Redis; the registry holds the normal ones.
@@ -259,6 +262,7 @@ void cmd_client_kill(CommandContext& ctx) {
       return;
     if (!addr.empty() && c.peer() != addr) return;
     if (!laddr.empty() && c.local() != laddr) return;
+    if (!user.empty() && c.user_name() != user) return;
     if (&c == &ctx.conn) {
       if (!legacy && skipme) return;
       c.close_after_reply();

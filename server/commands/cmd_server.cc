@@ -160,6 +160,8 @@ void cmd_config_set(CommandContext& ctx) {
   for (const auto& p : pairs) {
     if (p.name == "loglevel")
       log::configure(static_cast<log::Level>(config.num(Key::kLogLevel)), "");
+    // requirepass is the default user's password (config.c updateRequirePass).
+    if (p.name == "requirepass") ctx.server.acl().set_requirepass(config.str(Key::kRequirePass));
     const bool secret = p.name == "requirepass" || p.name == "tls-key-file-pass";
     log::verbose("config set " + p.name + "=" + (secret ? "(redacted)" : std::string(p.value)));
   }

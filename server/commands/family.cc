@@ -30,6 +30,7 @@ void register_all_commands(CommandTable& table) {
   register_lcs_command(table);
   register_script_family(table);
   register_introspection_family(table);
+  register_acl_family(table);
 }
 
 std::string key_elsewhere(CommandContext& ctx, std::string_view key) {

@@ -6,7 +6,7 @@
 // COMMAND, SLOWLOG, ...), cmd_memory.cc (MEMORY), cmd_kv.cc (the fast path, KV.*),
 // cmd_cluster.cc (CLUSTER, ASKING, READONLY, READWRITE), cmd_transaction.cc (MULTI, EXEC, ...),
 // cmd_pubsub.cc (SUBSCRIBE, PUBLISH, PUBSUB, ...), cmd_script.cc (EVAL, SCRIPT),
-// cmd_introspection.cc (LATENCY, MONITOR).
+// cmd_introspection.cc (LATENCY, MONITOR), cmd_acl.cc (ACL).
 #pragma once
 
 #include <initializer_list>
@@ -82,6 +82,11 @@ void register_replication_family(CommandTable& table);
 void register_pubsub_family(CommandTable& table);
 /// LATENCY, MONITOR (cmd_introspection.cc), in the server group.
 void register_introspection_family(CommandTable& table);
+/// ACL (cmd_acl.cc), in the server group.
+void register_acl_family(CommandTable& table);
+/// Replaces every ACL user with the aclfile's at `path` (start-up, ACL LOAD): "" or the error
+/// ("<path>:<line>: <reason>"), nothing changed then. Does file I/O: not on a connection thread.
+std::string load_aclfile(Server& server, const std::string& path);
 /// LCS (cmd_lcs.cc), in the string group.
 void register_lcs_command(CommandTable& table);
 
