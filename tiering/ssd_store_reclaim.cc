@@ -120,7 +120,10 @@ SsdStatus SsdStore::reclaim(const SsdReclaimOptions& o, SsdReclaimResult* result
       garbage += g;
       live += l;
     }
-    if (k > 0 && garbage > 0) {
+    // The moves need room before the old files go: on a nearly full disk they could meet
+    // ENOSPC inside a compaction (RocksDB then stops writing): the same reserve as write().
+    const uint64_t reserve = 2 * live + 3 * options_.write_buffer_size + (4 << 20);
+    if (k > 0 && garbage > 0 && free_bytes() >= reserve) {
       cro.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
       cro.blob_garbage_collection_age_cutoff =
           std::min(1.0, (static_cast<double>(k) + 0.5) / static_cast<double>(blobs.size()));
