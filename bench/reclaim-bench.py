@@ -6,7 +6,8 @@ Each target gets a fresh server with a 256 MiB region (maxmemory 0: the region),
 under SSD_DIR with its defaults (64 MiB write buffers), and stratakv-bulkbench SETs COUNT values
 of SIZE over KEYS distinct keys on CONNS connections (so every key is overwritten COUNT/KEYS
 times: a churn). A sampler reads INFO tiering every 100 ms: the largest ssd_disk_bytes, and the
-ratio disk / live at the end. Targets:
+ratio disk / live at the end; then 3 keys of 4 are deleted and the disk is read again 5 s later
+(no more writes: nothing but the reclaim thread compacts). Targets:
   redis        redis-server, maxmemory 256mb allkeys-lru (drops what does not fit): the speed bar
   before       stratakv with tiering.ssd.reclaim no (main before issue 17)
   blob_gc      stratakv with tiering.ssd.reclaim no, tiering.ssd.blob_garbage_collection yes
@@ -91,9 +92,16 @@ def run(target, a):
             time.sleep(2)  # what the disk settles to once the writer stops
             t = info(port)
             row.update(peak_disk=peak[0], disk=int(t["ssd_disk_bytes"]), live=int(t["ssd_bytes"]),
-                       runs=int(t.get("ssd_reclaim_runs", 0)),
-                       rewritten=int(t.get("ssd_reclaim_rewritten_bytes", 0)),
                        demoted=int(t["demoted_bytes"]))
+            # Then 3 keys of 4 deleted, and no more writes: what comes back within 5 s.
+            dels = "".join("DEL bulkbench:%d\n" % i for i in range(a.keys) if i % 4)
+            subprocess.run(["redis-cli", "-p", str(port)], input=dels, capture_output=True,
+                           text=True, check=True)
+            time.sleep(5)
+            t = info(port)
+            row.update(del_disk=int(t["ssd_disk_bytes"]), del_live=int(t["ssd_bytes"]),
+                       runs=int(t.get("ssd_reclaim_runs", 0)),
+                       rewritten=int(t.get("ssd_reclaim_rewritten_bytes", 0)))
         return row
     finally:
         srv.terminate()
@@ -112,8 +120,8 @@ def main():
     rows = [run(t, a) for t in ("redis", "before", "blob_gc", "after")]
     redis_speed = None
     print("bench/reclaim-bench.py --size %s --count %d --keys %d --conns %d" % (a.size, a.count, a.keys, a.conns))
-    print("| target | SET MB/s | x Redis | peak disk MB | disk MB 2 s after | live MB | disk/live | reclaim passes | rewritten MB | demoted MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| target | SET MB/s | x Redis | peak disk MB | disk MB 2 s after | live MB | disk/live | after DEL of 3/4: disk MB | live MB | disk/live | reclaim passes | rewritten MB | demoted MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         speed = r["raw"]["set"]["mb_per_sec"]
         errors = r["raw"]["set"]["errors"]
@@ -121,11 +129,13 @@ def main():
             redis_speed = speed
         ratio = "%.2f" % (speed / redis_speed) if speed and redis_speed else "-"
         if r["target"] == "redis":
-            print("| redis | %.0f | 1.00 | - | - | - | - | - | - | - |" % speed)
+            print("| redis | %.0f | 1.00 | - | - | - | - | - | - | - | - | - | - |" % speed)
         else:
-            print("| %s | %.0f | %s | %.0f | %.0f | %.0f | %.2f | %d | %.0f | %.0f |" % (
+            print("| %s | %.0f | %s | %.0f | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %d | %.0f | %.0f |" % (
                 r["target"], speed, ratio, r["peak_disk"] / 1e6, r["disk"] / 1e6, r["live"] / 1e6,
-                r["disk"] / max(r["live"], 1), r["runs"], r["rewritten"] / 1e6, r["demoted"] / 1e6))
+                r["disk"] / max(r["live"], 1), r["del_disk"] / 1e6, r["del_live"] / 1e6,
+                r["del_disk"] / max(r["del_live"], 1), r["runs"], r["rewritten"] / 1e6,
+                r["demoted"] / 1e6))
 
 
 if __name__ == "__main__":
