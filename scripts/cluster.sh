@@ -45,7 +45,7 @@ start_node() {  # start_node PORT: one node in $STATE/node-PORT, its pid recorde
   local port=$1 dir="$STATE/node-$1"
   mkdir -p "$dir"
   "$BUILD_DIR/bin/stratakv-server" "$ROOT/conf/stratakv.toml" --port "$port" --bind 127.0.0.1 \
-    --dir "$dir" --tiering.ssd.path "$dir/ssd" \
+    --dir "$dir" --tiering.ssd.path "$dir/ssd" --tiering.ssd.flush-on-shutdown no \
     --unixsocket "$dir/stratakv.sock" --cluster-enabled yes \
     --cluster.etcd.endpoints "$(cat "$STATE/etcd.url")" --cluster.etcd.prefix "$PREFIX" \
     --memory.capacity "${NODE_MEMORY:-1gb}" >"$dir/server.log" 2>&1 &

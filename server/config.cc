@@ -118,7 +118,11 @@ const std::vector<Spec>& specs() {
       {Key::kSsdPath, "tiering.ssd.path", Type::kString, "./data/ssd", false},
       {Key::kSsdCapacity, "tiering.ssd.capacity", Type::kSize, "0", false},
       {Key::kSsdRecover, "tiering.ssd.recover", Type::kBool, "yes", false},
-      {Key::kSsdFlushOnShutdown, "tiering.ssd.flush_on_shutdown", Type::kBool, "no", true},
+      // A graceful stop writes the values held only in memory to SSD (a warm restart), for at
+      // most flush_on_shutdown_timeout seconds (0: none written); docs/ssd-tier.md, "Restart".
+      {Key::kSsdFlushOnShutdown, "tiering.ssd.flush_on_shutdown", Type::kBool, "yes", true},
+      {Key::kSsdFlushOnShutdownTimeout, "tiering.ssd.flush_on_shutdown_timeout", Type::kInt,
+       "60", true, 0, 86'400},
       {Key::kSsdSync, "tiering.ssd.sync", Type::kBool, "no", false},
       {Key::kSsdCompression, "tiering.ssd.compression", Type::kEnum, "none", false, 0, 0,
        {"none", "snappy", "lz4", "zstd"}},
@@ -129,6 +133,11 @@ const std::vector<Spec>& specs() {
        1 << 20, int64_t{1} << 34},
       {Key::kSsdBlobGc, "tiering.ssd.blob_garbage_collection", Type::kBool, "no", false},
       {Key::kSsdWalValues, "tiering.ssd.wal_values", Type::kBool, "yes", false},
+      // Disk space of removed and replaced records comes back while running once the disk
+      // holds more than reclaim_space_amp % of the live bytes (docs/ssd-tier.md, "Disk space").
+      {Key::kSsdReclaim, "tiering.ssd.reclaim", Type::kBool, "yes", true},
+      {Key::kSsdReclaimSpaceAmp, "tiering.ssd.reclaim_space_amp", Type::kInt, "150", true, 100,
+       100'000},
       // How long a write waits (ms) for demotions to make room before it evicts what is not yet
       // on SSD: the back-pressure of a disk slower than the writes.
       {Key::kSsdMaxWriteWait, "tiering.ssd.max_write_wait", Type::kInt, "5000", true, 0,

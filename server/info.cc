@@ -334,6 +334,14 @@ void section_tiering(Server& srv, int64_t, std::string* s) {
   field(s, "ssd_write_errors", st.write_errors.load());
   field(s, "ssd_dropped_keys", st.dropped_keys.load());
   field(s, "ssd_recovered_keys", st.recovered_keys.load());
+  tiering::SsdReclaimStats& rs = ssd->reclaimer().stats();
+  field(s, "ssd_reclaim_target_bytes", ssd->reclaimer().target());
+  field(s, "ssd_reclaim_runs", rs.runs.load());
+  field(s, "ssd_reclaimed_bytes", rs.freed_bytes.load());
+  field(s, "ssd_reclaim_rewrites", rs.rewrites.load());
+  field(s, "ssd_reclaim_rewritten_bytes", rs.rewritten_bytes.load());
+  field(s, "ssd_reclaim_errors", rs.errors.load());
+  field(s, "ssd_reclaim_last_ms", rs.last_ms.load());
 }
 
 struct SectionDef {

@@ -363,8 +363,12 @@ void Server::cron() {
     if (size_t n = resident_policy_.to_purge(now, memory.used(), memory_limit(), memory.region.dirty))
       tiering::MemoryTier::region().trim(memory.region.dirty - n);
     sync_eviction_options();
-    if (ssd_ != nullptr)
+    if (ssd_ != nullptr) {
       ssd_->set_promote_after(static_cast<uint32_t>(config_.num(Key::kPromoteAfter)));
+      ssd_->reclaimer().set_enabled(config_.num(Key::kSsdReclaim) != 0);
+      ssd_->reclaimer().set_space_amp(
+          static_cast<uint32_t>(config_.num(Key::kSsdReclaimSpaceAmp)));
+    }
     // instantaneous_ops_per_sec over the last tick.
     uint64_t ops = sum(&WorkerStats::commands);
     if (last_ops_ms_ != 0 && now > last_ops_ms_ && ops >= last_ops_)
@@ -418,8 +422,9 @@ void Server::run() {
   log::notice("stratakv is now ready to exit, bye bye...");
 }
 
-void Server::stop() {
+void Server::stop(ShutdownSave save) {
   if (stopping_.exchange(true)) return;
+  shutdown_save_.store(save);
   asio::post(main_io_, [this] {
     asio::error_code ec;
     if (tcp_acceptor_) tcp_acceptor_->close(ec);
@@ -456,7 +461,10 @@ void Server::reset_stats() {
   stats_.used_memory_peak = stats_.used_memory.load();
   keyspace_.reset_stats();
   evictor_.reset_stats();
-  if (ssd_ != nullptr) ssd_->stats().reset();
+  if (ssd_ != nullptr) {
+    ssd_->stats().reset();
+    ssd_->reclaimer().stats().reset();
+  }
 }
 
 }  // namespace server

@@ -113,8 +113,13 @@ class Server {
   std::optional<std::string> listen();
   /// Runs the worker threads and the cron until stop(); blocks the calling thread.
   void run();
-  /// Begins a graceful stop: listeners close, connections close, run() returns. Thread-safe.
-  void stop();
+  /// What a stop does with the values held only in memory when the SSD tier is on (SHUTDOWN's
+  /// SAVE/NOSAVE, as Redis's decide whether it saves its RDB): kDefault follows
+  /// tiering.ssd.flush_on_shutdown, kSave writes them, kNoSave drops them.
+  enum class ShutdownSave { kDefault, kSave, kNoSave };
+  /// Begins a graceful stop: listeners close, connections close, run() returns. Thread-safe;
+  /// the first call's `save` holds.
+  void stop(ShutdownSave save = ShutdownSave::kDefault);
   bool stopping() const { return stopping_.load(); }
 
   Config& config() { return config_; }
@@ -308,6 +313,7 @@ class Server {
   tiering::ResidentPolicy resident_policy_;  // cron only
   asio::signal_set signals_;
   std::atomic<bool> stopping_{false};
+  std::atomic<ShutdownSave> shutdown_save_{ShutdownSave::kDefault};  // set by the first stop()
   int64_t start_ms_;
   std::string run_id_;
   uint16_t tcp_port_ = 0;

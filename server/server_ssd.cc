@@ -1,6 +1,8 @@
 // server/server_ssd.cc - the SSD tier's life in the server: config to options, open and recover
 // at start-up, flush_on_shutdown and stop at the end (docs/ssd-tier.md).
 #include <algorithm>
+#include <chrono>
+#include <string>
 
 #include "server/log.h"
 #include "server/server.h"
@@ -22,6 +24,9 @@ void Server::start_ssd_tier() {
   o.store.blob_gc = config_.num(Key::kSsdBlobGc) != 0;
   o.store.wal_values = config_.num(Key::kSsdWalValues) != 0;
   o.promote_after = static_cast<uint32_t>(config_.num(Key::kPromoteAfter));
+  o.reclaim = config_.num(Key::kSsdReclaim) != 0;
+  o.reclaim_options.space_amp_percent =
+      static_cast<uint32_t>(config_.num(Key::kSsdReclaimSpaceAmp));
   // Values queued for demotion are still in memory: bound how far that runs ahead of the disk.
   o.max_pending_bytes = std::clamp<uint64_t>(memory_limit() / 8, 8 << 20, 256 << 20);
   o.log = [](bool warning, std::string_view m) {
@@ -108,15 +113,40 @@ bool Server::RoomWait::again() {
 void Server::stop_ssd_tier() {
   if (ssd_ == nullptr) return;
   ssd_pool_->join();  // reads in flight finish; no connection is left to resume
-  if (config_.num(Key::kSsdFlushOnShutdown) != 0) {
-    log::notice("ssd tier: flush_on_shutdown: demoting every value held only in memory");
-    tiering::SsdStatus st;
-    const size_t n = ssd_->demote_all(&st);
-    if (st.ok())
-      log::notice("ssd tier: flush_on_shutdown wrote values=" + std::to_string(n));
-    else
-      log::warning("ssd tier: flush_on_shutdown failed: " + st.message);
+  // A warm restart: the values held only in memory go to SSD, within a time limit. The log
+  // says what was kept and what was lost, whatever the reason.
+  const ShutdownSave save = shutdown_save_.load();
+  const int64_t limit_s = config_.num(Key::kSsdFlushOnShutdownTimeout);
+  std::string why_not;
+  if (save == ShutdownSave::kNoSave) why_not = "SHUTDOWN NOSAVE";
+  else if (save == ShutdownSave::kDefault && config_.num(Key::kSsdFlushOnShutdown) == 0)
+    why_not = "tiering.ssd.flush_on_shutdown is no";
+  else if (limit_s == 0) why_not = "tiering.ssd.flush_on_shutdown_timeout is 0";
+  else if (!ssd_->healthy()) why_not = "the tier is failing: " + ssd_->last_error();
+  tiering::SsdTier::ShutdownFlush r;
+  const auto start = std::chrono::steady_clock::now();
+  if (why_not.empty()) {
+    log::notice("ssd tier: flush_on_shutdown: writing the values held only in memory (time "
+                "limit " + std::to_string(limit_s) + " s)");
+    r = ssd_->demote_all(limit_s * 1000);
+    if (r.timed_out)
+      why_not = "the time limit of " + std::to_string(limit_s) +
+                " s (tiering.ssd.flush_on_shutdown_timeout) passed";
+    else if (!r.status.ok()) why_not = "a write failed: " + r.status.message;
+  } else {
+    r = ssd_->memory_only(tiering::now_ms());
   }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start).count();
+  const std::string line = "ssd tier: shutdown kept keys=" + std::to_string(r.kept_keys) +
+                           " bytes=" + std::to_string(r.kept_bytes) +
+                           " dropped keys=" + std::to_string(r.dropped_keys) +
+                           " bytes=" + std::to_string(r.dropped_bytes) +
+                           " ssd_keys=" + std::to_string(ssd_->store().live_records()) +
+                           " ms=" + std::to_string(ms);
+  if (r.dropped_keys == 0) log::notice(line);
+  else log::warning(line + " (dropped: held only in memory, lost; " +
+                    (why_not.empty() ? std::string("not writable") : why_not) + ")");
   ssd_->stop();
 }
 

@@ -144,6 +144,24 @@ class SsdBatch {
   std::vector<Op> ops_;
 };
 
+/// What SsdStore::reclaim() aims for (docs/ssd-tier.md, "Disk space"). The disk may hold
+/// `space_amp_percent` % of the live bytes, or of `capacity` if that is less, plus `slack`
+/// bytes for what no reclaim can remove (the WAL, the newest files, indexes).
+struct SsdReclaimOptions {
+  uint32_t space_amp_percent = 150;  ///< of the live bytes; at least 100
+  uint64_t slack = 0;                ///< bytes on top (SsdStore::reclaim_slack() by default)
+};
+
+/// What one reclaim() did. Sizes in bytes.
+struct SsdReclaimResult {
+  bool ran = false;             ///< the disk was over its target: a pass ran
+  uint64_t disk_before = 0;     ///< disk_bytes() when it started
+  uint64_t disk_after = 0;      ///< ... and when it ended
+  uint64_t freed_bytes = 0;     ///< bytes of blob and table files deleted by the pass
+  uint32_t rewritten_files = 0; ///< blob files whose live values were moved (0: no rewrite)
+  uint64_t rewritten_bytes = 0; ///< live value bytes those moves wrote again
+};
+
 /// Memory RocksDB holds outside the memory region, in bytes (INFO; not counted for eviction).
 struct SsdMemory {
   uint64_t memtables = 0;      ///< all memtables, including ones being flushed
@@ -216,6 +234,24 @@ class SsdStore {
 
   /// Removes every record.
   SsdStatus clear();
+
+  /// Gives back the disk space of removed and replaced records (ssd_store_reclaim.cc) when
+  /// disk_bytes() is over its target (SsdReclaimOptions), in two steps: a compaction of the
+  /// index families without moving any value (drops the dead indexes, so blob files whose
+  /// values are all dead are deleted whole: cheap, no value bytes written), then, only if the
+  /// disk is still over, a compaction that moves the live values out of the smallest set of
+  /// oldest blob files whose dead bytes cover the excess (RocksDB's blob GC with an age cutoff,
+  /// forced for that one compaction). Blocking (seconds for a large store): call on a thread
+  /// of its own, never the writer's. Runs at compaction priority (nice 19); `*canceled` set
+  /// from another thread stops it early (kBusy). Thread-safe with every other call.
+  SsdStatus reclaim(const SsdReclaimOptions& options, SsdReclaimResult* result,
+                    std::atomic<bool>* canceled = nullptr);
+  /// The disk bytes a reclaim cannot remove, on top of the live bytes: the WAL (4 write
+  /// buffers, `max_total_wal_size`), a write buffer of newest files and 4 MiB of indexes and
+  /// RocksDB's own files (MANIFEST, OPTIONS, LOG).
+  uint64_t reclaim_slack() const { return 5 * options_.write_buffer_size + (4 << 20); }
+  /// disk_bytes()'s target for reclaim(): min(live, capacity) * percent / 100 + slack.
+  uint64_t reclaim_target(const SsdReclaimOptions& options) const;
 
   /// Writes the memtables to SST and blob files (and the WAL to disk).
   SsdStatus flush();

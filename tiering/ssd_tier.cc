@@ -56,6 +56,7 @@ SsdTier::SsdTier(Keyspace& ks, SsdTierOptions options, std::unique_ptr<SsdStore>
     : ks_(ks),
       options_(std::move(options)),
       store_(std::move(store)),
+      reclaimer_(std::make_unique<SsdReclaimer>(*store_, options_.reclaim_options, options_.log)),
       shard_state_(ks.shard_count()),
       promote_after_(options_.promote_after ? options_.promote_after : 1),
       arena_(allocator_create_arena()) {}
@@ -78,9 +79,12 @@ void SsdTier::start() {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
     run_writer();
   });
+  reclaimer_->set_enabled(options_.reclaim);
+  reclaimer_->start();
 }
 
 void SsdTier::stop() {
+  reclaimer_->stop();
   {
     std::lock_guard lock(queue_mu_);
     if (!writer_.joinable()) return;

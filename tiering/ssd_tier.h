@@ -55,6 +55,7 @@
 
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
+#include "tiering/ssd_reclaimer.h"
 #include "tiering/ssd_stats.h"
 #include "tiering/ssd_store.h"
 
@@ -65,6 +66,9 @@ struct SsdTierOptions {
   uint32_t promote_after = 1;              ///< reads of a cold key before it stays in memory
   uint64_t batch_bytes = 32 << 20;         ///< bytes of values per WriteBatch (at least one value)
   uint64_t max_pending_bytes = 256 << 20;  ///< queued demotion bytes before the evictor waits
+  /// The reclaim thread (ssd_reclaimer.h): whether its passes run, and their target.
+  bool reclaim = true;
+  SsdReclaimOptions reclaim_options;
   /// Log sink: (warning?, message). Called from the tier's threads; may be empty.
   std::function<void(bool warning, std::string_view message)> log;
 };
@@ -79,13 +83,27 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   /// Rebuilds an entry (cold, no memory value) for every live record whose key is absent from
   /// the keyspace, and removes expired records. Call before start(). Returns the keys added.
   size_t recover(int64_t now_ms);
-  /// Registers as the keyspace's observer and starts the writer thread.
+  /// Registers as the keyspace's observer and starts the writer and reclaim threads.
   void start();
-  /// Writes what is queued, stops the writer and unregisters the observer.
+  /// Stops the reclaim thread, writes what is queued, stops the writer and unregisters the
+  /// observer.
   void stop();
-  /// flush_on_shutdown: queues every memory-only value, waits until all is written and flushes
-  /// RocksDB's memtables. Call after the connections stopped. Returns the values written.
-  size_t demote_all(SsdStatus* status);
+  /// What a shutdown did with the values held only in memory (demote_all(), memory_only()).
+  struct ShutdownFlush {
+    uint64_t kept_keys = 0, kept_bytes = 0;        ///< written to SSD by the flush
+    uint64_t dropped_keys = 0, dropped_bytes = 0;  ///< left in memory only: lost at exit
+    bool timed_out = false;                        ///< the time limit passed first
+    SsdStatus status;                              ///< a failed write or flush
+  };
+  /// flush_on_shutdown: queues every memory-only value (not expired), waits until all is
+  /// written or `limit_ms` (a steady-clock span) has passed, then flushes RocksDB's memtables
+  /// (bounded: 3 write buffers). Past the limit the values not yet written are dropped (the
+  /// writer skips the puts still queued; removals are still written, so no superseded value
+  /// comes back) and counted. Call after the connections stopped, once; blocking.
+  ShutdownFlush demote_all(int64_t limit_ms);
+  /// Counts the values held only in memory (keys, value bytes): what a stop without a flush
+  /// loses. Takes each shard lock in turn.
+  ShutdownFlush memory_only(int64_t now_ms);
 
   // ---- the connection side ----
 
@@ -149,6 +167,8 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
   std::string last_error() const;
   SsdStore& store() { return *store_; }
+  /// The reclaim thread (its counters, tiering.ssd.reclaim* at run time).
+  SsdReclaimer& reclaimer() { return *reclaimer_; }
   const SsdTierOptions& options() const { return options_; }
   uint32_t promote_after() const { return promote_after_.load(std::memory_order_relaxed); }
   /// promote_after may change at run time (CONFIG SET).
@@ -163,6 +183,8 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
     std::string key;
     ValueRef value;      // kPut: the bytes, alive until written
     uint64_t bytes = 0;  // kPut: the memory they take (pending_bytes_)
+    bool shutdown = false;  // kPut queued by demote_all(): counted in shutdown_kept_*
+    bool skipped = false;   // kPut not written: past demote_all()'s time limit
   };
   // Per shard, under that shard's lock.
   template <class T>
@@ -193,6 +215,7 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   Keyspace& ks_;
   SsdTierOptions options_;
   std::unique_ptr<SsdStore> store_;
+  std::unique_ptr<SsdReclaimer> reclaimer_;
   std::vector<ShardState> shard_state_;  // index: Shard::index()
   std::atomic<uint32_t> promote_after_;
 
@@ -204,6 +227,9 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   std::thread writer_;
 
   std::atomic<uint64_t> processed_{0};  // every op up to this ticket is written
+  // demote_all(): past its time limit the writer skips queued puts; what it wrote.
+  std::atomic<bool> skip_puts_{false};
+  std::atomic<uint64_t> shutdown_kept_keys_{0}, shutdown_kept_bytes_{0};
   std::mutex waiters_mu_;
   std::condition_variable processed_cv_;
   std::multimap<uint64_t, std::function<void()>> waiters_;

@@ -163,9 +163,26 @@ size_t SsdTier::recover(int64_t now) {
   return added;
 }
 
-size_t SsdTier::demote_all(SsdStatus* status) {
-  size_t queued = 0;
-  uint64_t last = 0;
+SsdTier::ShutdownFlush SsdTier::memory_only(int64_t now) {
+  ShutdownFlush r;
+  for (size_t i = 0; i < ks_.shard_count(); ++i) {
+    Shard& shard = ks_.shard(i);
+    std::lock_guard lock(shard.mu);
+    shard.for_each_entry([&](Shard::Item& item) {
+      const Entry& e = item.second;
+      if (!e.value || (e.flags & kEntrySsd)) return;
+      if (e.expire_ms != 0 && e.expire_ms <= now) return;
+      ++r.dropped_keys;
+      r.dropped_bytes += e.value->size();
+    });
+  }
+  return r;
+}
+
+SsdTier::ShutdownFlush SsdTier::demote_all(int64_t limit_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
+  ShutdownFlush r;
+  uint64_t queued_keys = 0, queued_bytes = 0, last = 0;
   const int64_t now = now_ms();
   for (size_t i = 0; i < ks_.shard_count(); ++i) {
     Shard& shard = ks_.shard(i);
@@ -174,21 +191,43 @@ size_t SsdTier::demote_all(SsdStatus* status) {
       Entry& e = item.second;
       if (!e.value || (e.flags & (kEntrySsd | kEntryDemoting))) return;
       if (e.expire_ms != 0 && e.expire_ms <= now) return;
+      if (e.value->size() > SsdStore::kMaxValueSize) {  // RocksDB cannot hold it
+        ++r.dropped_keys;
+        r.dropped_bytes += e.value->size();
+        return;
+      }
       const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
       e.flags |= kEntrySsd | kEntryDemoting;
       pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-      enqueue(shard, Op{Op::kPut, 0, 0, e.expire_ms, std::string(item.key()), e.value, bytes});
-      ++queued;
+      ++queued_keys;
+      queued_bytes += e.value->size();
+      enqueue(shard, Op{Op::kPut, 0, 0, e.expire_ms, std::string(item.key()), e.value, bytes,
+                        /*shutdown=*/true});
     });
   }
   {
     std::lock_guard lock(queue_mu_);
     last = next_ticket_ - 1;  // everything queued so far, removals included
   }
-  if (last != 0) wait_processed(last);
-  SsdStatus st = healthy() ? store_->flush() : SsdStatus{SsdStatus::Code::kIoError, last_error()};
-  if (status != nullptr) *status = st;
-  return queued;
+  if (last != 0) {
+    std::unique_lock lock(waiters_mu_);
+    r.timed_out = !processed_cv_.wait_until(lock, deadline, [&] {
+      return processed_.load(std::memory_order_acquire) >= last;
+    });
+  }
+  if (r.timed_out) {
+    // The writer skips the puts still queued (its batch in progress finishes: at most
+    // batch_bytes) and still writes the removals; wait for it to get through the queue.
+    skip_puts_.store(true);
+    queue_cv_.notify_all();
+    wait_processed(last);
+  }
+  r.kept_keys = shutdown_kept_keys_.load();
+  r.kept_bytes = shutdown_kept_bytes_.load();
+  r.dropped_keys += queued_keys - std::min(queued_keys, r.kept_keys);
+  r.dropped_bytes += queued_bytes - std::min(queued_bytes, r.kept_bytes);
+  r.status = healthy() ? store_->flush() : SsdStatus{SsdStatus::Code::kIoError, last_error()};
+  return r;
 }
 
 }  // namespace tiering

@@ -68,9 +68,15 @@ void SsdTier::run_writer() {
       removals = true;
     } else {
       SsdBatch batch;
-      for (const Op& op : ops) {
+      // Past demote_all()'s time limit, puts are skipped (committed as not written).
+      const bool skip_puts = skip_puts_.load(std::memory_order_relaxed);
+      for (Op& op : ops) {
         switch (op.kind) {
           case Op::kPut:
+            if (skip_puts) {
+              op.skipped = true;
+              break;
+            }
             batch.put(op.key, op.expire_ms,
                       {reinterpret_cast<const std::byte*>(op.value->data()), op.value->size()});
             break;
@@ -132,6 +138,11 @@ void SsdTier::commit(std::vector<Op>& ops, const SsdStatus& st) {
     }
     if (op.kind != Op::kPut) continue;
     pending_bytes_.fetch_sub(op.bytes, std::memory_order_relaxed);
+    const bool written = st.ok() && !op.skipped;
+    if (written && op.shutdown) {
+      shutdown_kept_keys_.fetch_add(1, std::memory_order_relaxed);
+      shutdown_kept_bytes_.fetch_add(op.value->size(), std::memory_order_relaxed);
+    }
     Shard::Item* item = shard.find(op.key, now);
     // Changed meanwhile (overwritten, deleted, flushed): its change queued what undoes the put.
     if (item == nullptr || item->second.value != op.value ||
@@ -139,8 +150,8 @@ void SsdTier::commit(std::vector<Op>& ops, const SsdStatus& st) {
       continue;
     Entry& e = item->second;
     e.flags &= ~kEntryDemoting;
-    if (!st.ok()) {
-      e.flags &= ~kEntrySsd;  // fail safe: the value stays in memory only
+    if (!written) {
+      e.flags &= ~kEntrySsd;  // fail safe (or skipped): the value stays in memory only
       continue;
     }
     // The record holds this value. Drop it from memory unless a command has it pinned (a

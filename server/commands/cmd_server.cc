@@ -360,8 +360,10 @@ void cmd_slowlog_help(CommandContext& ctx) {
 
 // ---- SHUTDOWN, DEBUG ----
 
-// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Nothing is saved (stratakv keeps no RDB) and the
-// stop is immediate, so no shutdown is ever in progress for ABORT. No reply on success: the
+// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. stratakv keeps no RDB: with the SSD tier on, a
+// stop writes the values held only in memory to SSD (tiering.ssd.flush_on_shutdown, bounded by
+// flush_on_shutdown_timeout; NOSAVE skips it, SAVE forces it); there is no waiting for replicas,
+// so no shutdown is ever in progress for ABORT. No reply on success: the
 // connection closes as the server stops, as in Redis.
 void cmd_shutdown(CommandContext& ctx) {
   bool nosave = false, save = false, abort = false, other = false;
@@ -377,7 +379,10 @@ void cmd_shutdown(CommandContext& ctx) {
     return ctx.out.error(err::kSyntax);
   if (abort) return ctx.out.error(err::kNoShutdown);
   log::warning("User requested shutdown... client=" + std::to_string(ctx.conn.id()));
-  ctx.server.stop();
+  // NOSAVE drops the values held only in memory, SAVE writes them to the SSD tier whatever
+  // tiering.ssd.flush_on_shutdown says (Redis: whether the RDB is saved).
+  ctx.server.stop(nosave ? Server::ShutdownSave::kNoSave
+                         : save ? Server::ShutdownSave::kSave : Server::ShutdownSave::kDefault);
 }
 
 // DEBUG SET-SLOT-OWNER <first-slot> <last-slot> <host:port> | MYSELF: a test aid. Slots

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -243,4 +244,46 @@ TEST_CASE("recovery rebuilds cold entries with their deadlines and skips expired
   REQUIRE(l.pin);
   CHECK(l.pin->view() == bytes(30 << 10, 'k'));
   CHECK(tier->store().live_records() == 1);  // the expired record was swept
+}
+
+TEST_CASE("demote_all past its time limit writes what it can, drops the rest and counts both") {
+  TempDir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  tier->start();
+  constexpr int kKeys = 160;
+  const std::string v = bytes(1 << 20, 'q');
+  for (int i = 0; i < kKeys; ++i) put(ks, "k" + std::to_string(i), v);
+  const auto t0 = std::chrono::steady_clock::now();
+  SsdTier::ShutdownFlush r = tier->demote_all(/*limit_ms=*/1);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(r.timed_out);
+  CHECK(r.status.ok());
+  CHECK(r.dropped_keys > 0);
+  CHECK(r.kept_keys + r.dropped_keys == kKeys);
+  CHECK(r.kept_bytes + r.dropped_bytes == uint64_t{kKeys} * v.size());
+  CHECK(tier->store().live_records() == r.kept_keys);
+  CHECK(tier->pending_bytes() == 0);
+  // The dropped ones stay in memory with no SSD flag (what a restart without them loses).
+  SsdTier::ShutdownFlush left = tier->memory_only(now_ms());
+  CHECK(left.dropped_keys == r.dropped_keys);
+  tier->stop();
+}
+
+TEST_CASE("demote_all within its time limit keeps every memory value") {
+  TempDir dir;
+  Keyspace ks(8);
+  auto tier = open_tier(ks, dir.path);
+  tier->start();
+  for (int i = 0; i < 50; ++i) put(ks, "k" + std::to_string(i), bytes(10 << 10, 'a' + i % 20));
+  put(ks, "gone", bytes(100, 'g'), now_ms() - 1);  // expired: neither kept nor dropped
+  SsdTier::ShutdownFlush r = tier->demote_all(60'000);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.status.ok());
+  CHECK(r.kept_keys == 50);
+  CHECK(r.kept_bytes == 50u * (10 << 10));
+  CHECK(r.dropped_keys == 0);
+  CHECK(tier->memory_only(now_ms()).dropped_keys == 0);
+  CHECK(read_value(tier->store(), "k7") == bytes(10 << 10, 'a' + 7));
+  tier->stop();
 }
