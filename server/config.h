@@ -74,6 +74,8 @@ enum class Key {
   kSsdBlobGc,
   kSsdWalValues,
   kSsdMaxWriteWait,
+  kSsdAdmission,
+  kSsdMaxWriteRate,
   kPromoteAfter,
   kRdmaEnabled,
   kRdmaDevice,

@@ -347,8 +347,11 @@ void Server::cron() {
     replication_->cron(now);
     refresh_memory();
     sync_eviction_options();
-    if (ssd_ != nullptr)
+    if (ssd_ != nullptr) {
       ssd_->set_promote_after(static_cast<uint32_t>(config_.num(Key::kPromoteAfter)));
+      ssd_->set_admission(ssd_admission());
+      ssd_->set_max_write_rate(static_cast<uint64_t>(config_.num(Key::kSsdMaxWriteRate)));
+    }
     // instantaneous_ops_per_sec over the last tick.
     uint64_t ops = sum(&WorkerStats::commands);
     if (last_ops_ms_ != 0 && now > last_ops_ms_ && ops >= last_ops_)
