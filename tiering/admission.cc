@@ -25,7 +25,7 @@ uint64_t AdmissionPolicy::depth_locked() const {
 }
 
 AdmissionDecision AdmissionPolicy::decide(uint64_t bytes, bool reused, uint64_t pending,
-                                          uint64_t random, int64_t now_ms) {
+                                          int64_t now_ms) {
   std::lock_guard lock(mu_);
   const double depth = static_cast<double>(depth_locked());
   if (refilled_ms_ >= 0 && now_ms > refilled_ms_)
@@ -41,10 +41,11 @@ AdmissionDecision AdmissionPolicy::decide(uint64_t bytes, bool reused, uint64_t 
   if (reused) {
     admit = tokens_ >= cost;
   } else {
-    // Dynamic random admission: probability 1 at 3/4 of the depth, 0 at 1/4, linear between.
-    const double p = std::clamp((tokens_ - depth / 4) / (depth / 2), 0.0, 1.0);
-    const double u = static_cast<double>(random >> 11) * 0x1.0p-53;  // [0, 1)
-    admit = tokens_ >= cost && u < p;
+    // A run of never-read values ends when it would take the bucket below a quarter (kept for
+    // read values) and starts again at three quarters.
+    if (tokens_ >= depth * 3 / 4) run_ = true;
+    if (run_ && tokens_ - cost < depth / 4 && tokens_ < depth) run_ = false;
+    admit = run_ && tokens_ >= cost;
   }
   if (!admit) return AdmissionDecision::kReject;
   tokens_ -= cost;

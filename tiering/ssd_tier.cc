@@ -224,11 +224,7 @@ uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now, bool queu
     return 0;
   }
   if (sel) {
-    thread_local uint64_t rnd = 0x2545F4914F6CDD1Dull ^ reinterpret_cast<uintptr_t>(&rnd);
-    rnd ^= rnd << 13;
-    rnd ^= rnd >> 7;
-    rnd ^= rnd << 17;
-    if (admission_.decide(bytes, (e.flags & kEntryRead) != 0, pending_bytes(), rnd, now) ==
+    if (admission_.decide(bytes, (e.flags & kEntryRead) != 0, pending_bytes(), now) ==
         AdmissionDecision::kReject) {
       rejected(bytes, now, /*budget=*/true);
       return 0;

@@ -282,8 +282,8 @@ TEST_CASE("admission: past the write budget, read values are admitted and the re
     put(ks, "r" + std::to_string(i), v);
     read_once(ks, "r" + std::to_string(i));
   }
-  // A burst of 8 MiB of never-read victims: at most 3/4 of the bucket goes, the rest is refused
-  // (flags untouched: the evictor evicts them).
+  // A burst of 8 MiB of never-read victims: a run of 3/4 of the bucket goes, the rest is
+  // refused (flags untouched: the evictor evicts them).
   int admitted = 0;
   for (int i = 0; i < 32; ++i) {
     const std::string k = "u" + std::to_string(i);
@@ -294,16 +294,14 @@ TEST_CASE("admission: past the write budget, read values are admitted and the re
       CHECK(state(ks, k) == std::pair<uint8_t, bool>{0, true});
     }
   }
-  CHECK(admitted >= 8);
-  CHECK(admitted <= 13);  // 3/4 of the bucket, and what refilled meanwhile
-  // The read ones still find what is left: the bottom quarter of the budget (less at most one
-  // value), where no never-read value goes.
+  CHECK(admitted >= 11);  // 3/4 of the bucket (a value's block is a little over 256 KiB)...
+  CHECK(admitted <= 13);  // ... and what refilled meanwhile
+  // The read ones still find the bottom quarter of the budget, where no never-read value goes.
   const uint64_t left = tier->admission().tokens();
-  CHECK(left >= (1 << 20) - (256 << 10));
+  CHECK(left >= (1 << 20));
   int read_admitted = 0;
   for (int i = 0; i < 8; ++i) read_admitted += demote(*tier, ks, "r" + std::to_string(i)) > 0;
-  CHECK(read_admitted >= static_cast<int>(left / (256 << 10)));
-  CHECK(read_admitted >= 3);
+  CHECK(read_admitted >= 4);
   CHECK(tier->stats().admitted == static_cast<uint64_t>(admitted + read_admitted));
   CHECK(tier->stats().rejected == static_cast<uint64_t>(40 - admitted - read_admitted));
   CHECK(tier->stats().rejected_bytes >= (40 - admitted - read_admitted) * v.size());
