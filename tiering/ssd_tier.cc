@@ -245,7 +245,10 @@ void SsdTier::rejected(uint64_t bytes, int64_t now, bool budget) {
 }
 
 std::string_view SsdTier::admission_state(int64_t now) const {
-  if (!healthy()) return disk_full_.load(std::memory_order_relaxed) ? "disk_full" : "error";
+  // A full disk stays "disk_full" until a write succeeds (the writer's retries in between
+  // make the store healthy for a moment).
+  if (disk_full_.load(std::memory_order_relaxed)) return "disk_full";
+  if (!healthy()) return "error";
   const int64_t last = last_reject_ms_.load(std::memory_order_relaxed);
   return last != 0 && now - last < kBehindMs ? "rejecting" : "keeping_up";
 }

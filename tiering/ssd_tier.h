@@ -168,7 +168,8 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   /// The write budget (its measured rate, depth and level for INFO).
   const AdmissionPolicy& admission() const { return admission_; }
   /// For INFO and the log: "keeping_up", "rejecting" (the budget refused a value in the last
-  /// kBehindMs), "disk_full" or "error" (nothing is admitted until a write succeeds).
+  /// kBehindMs), "disk_full" (from a write refused for space until one succeeds) or "error"
+  /// (a failed write, until the store recovers): nothing is admitted while either lasts.
   std::string_view admission_state(int64_t now_ms) const;
   /// How long after its last budget rejection the tier counts as keeping up again.
   static constexpr int64_t kBehindMs = 2000;
