@@ -11,6 +11,9 @@
 #                  KV.MGET / KV.MPUT from and into an alloc_buffer)
 #   stratakv-fast-raw  (only when named in TARGETS) --protocol fast-raw: the same commands
 #                  without the SDK, to separate the SDK's overhead from the server's cost
+#   stratakv-resp-wait, stratakv-fast-wait  (only when named in TARGETS) the same with
+#                  --tiering.ssd.admission wait (every victim written, writes wait for the
+#                  disk): the SSD tier's admission against the waiting mode in one run
 # Workloads:
 #   conv-SIZE      conversations (shared system prompt, users with several rounds each) with
 #                  chunks of SIZE bytes (256 tokens x SIZE/256 bytes per token), as many users
@@ -174,10 +177,12 @@ start_target() {  # target
   fi
   local base=(--unixsocket "$SOCK" --maxmemory "$MAXMEMORY" --memory.capacity "$MAXMEMORY"
               --maxmemory-policy allkeys-lru --threads "$THREADS" "${stratakv_extra[@]}")
+  local mode=()
+  [[ $1 == *-wait ]] && mode=(--tiering.ssd.admission wait)
   if [[ $SSD_ON != -1 ]]; then
     rm -rf "$WORK/ssd" && mkdir -p "$WORK/ssd"
     if start_server stratakv "$STRATAKV_SERVER" "${base[@]}" --tiering.ssd.enabled yes \
-         --tiering.ssd.path "$WORK/ssd" "${ssd_extra[@]}"; then
+         --tiering.ssd.path "$WORK/ssd" "${ssd_extra[@]}" "${mode[@]}"; then
       SSD_ON=1
       SSD_NOTE="SSD tier on (tiering.ssd.path in the work dir ${SSD_ARGS:+, $SSD_ARGS})"
       return
@@ -197,7 +202,7 @@ run_bench() {
   local workload=$1 target=$2; shift 2
   local json=$JSON_DIR/$workload-$target.json proto=(--protocol resp)
   start_target "$target"
-  [[ $target == stratakv-fast ]] && proto=(--protocol fast --unix "$SOCK")
+  [[ $target == stratakv-fast || $target == stratakv-fast-wait ]] && proto=(--protocol fast --unix "$SOCK")
   [[ $target == stratakv-fast-raw ]] && proto=(--protocol fast-raw --unix "$SOCK")
   log "$workload on $target: stratakv-bench ${proto[*]} $*"
   if ! "$BENCH" --port "$PORT" "${proto[@]}" --streams "$STREAMS" --label "$workload/$target" \

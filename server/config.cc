@@ -142,6 +142,13 @@ const std::vector<Spec>& specs() {
       // on SSD: the back-pressure of a disk slower than the writes.
       {Key::kSsdMaxWriteWait, "tiering.ssd.max_write_wait", Type::kInt, "5000", true, 0,
        3'600'000},
+      // Which victims go to SSD (tiering/admission.h): `reuse` admits by a write budget from
+      // the disk's measured speed and by reuse, and evicts the rest, so writes never wait for
+      // the disk; `wait` writes every victim and writes wait (max_write_wait) while it is
+      // behind. max_write_rate caps the budget (bytes/s; 0 = the disk's measured speed).
+      {Key::kSsdAdmission, "tiering.ssd.admission", Type::kEnum, "reuse", true, 0, 0,
+       {"reuse", "wait"}},
+      {Key::kSsdMaxWriteRate, "tiering.ssd.max_write_rate", Type::kSize, "0", true},
       {Key::kPromoteAfter, "tiering.promote_after", Type::kInt, "1", true, 1, 1'000'000},
       // The verbs transport (rdma/verbs_transport.h): offered when a device is found at start.
       {Key::kRdmaEnabled, "rdma.enabled", Type::kBool, "yes", false},

@@ -85,6 +85,8 @@ enum class Key {
   kSsdReclaim,
   kSsdReclaimSpaceAmp,
   kSsdMaxWriteWait,
+  kSsdAdmission,
+  kSsdMaxWriteRate,
   kPromoteAfter,
   kRdmaEnabled,
   kRdmaDevice,

@@ -35,8 +35,10 @@ tiering::SsdTier::Loaded Connection::load_one(tiering::SsdTier& tier, std::strin
       // A promotion must fit maxmemory as a write does: first values with an SSD copy leave
       // (free, nothing lost), then wait for demotions to make room (this is a pool thread:
       // blocking is fine), else free it now. A prefetch never waits: no room, no prefetch.
+      // With tiering.ssd.admission reuse the coldest values go at once instead (no waiting).
       if (server_.must_wait_for_room(n, Server::RoomFor::kLoad))
-        server_.evictor().make_room(n, false, now, /*drop_unwritten=*/false);
+        server_.evictor().make_room(n, false, now,
+                                    /*drop_unwritten=*/server_.ssd()->selective());
       if (prefetch) {
         if (server_.must_wait_for_room(n, Server::RoomFor::kLoad)) return {};
         return tiering::ValueRef::allocate(n);

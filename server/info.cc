@@ -321,6 +321,14 @@ void section_tiering(Server& srv, int64_t, std::string* s) {
   field(s, "demoted_bytes", st.demoted_bytes.load());
   field(s, "ssd_copy_drops", st.free_drops.load());
   field(s, "unwritten_evictions", st.unwritten_evictions.load());
+  field(s, "ssd_admission", srv.config().choice(Key::kSsdAdmission));
+  field(s, "ssd_admission_state", ssd->admission_state(tiering::now_ms()));
+  field(s, "ssd_admitted", st.admitted.load());
+  field(s, "ssd_admitted_bytes", st.admitted_bytes.load());
+  field(s, "ssd_rejected", st.rejected.load());
+  field(s, "ssd_rejected_bytes", st.rejected_bytes.load());
+  field(s, "ssd_write_rate", ssd->admission().measured_rate());
+  field(s, "ssd_write_budget", ssd->admission().rate());
   field(s, "ssd_write_waits", st.write_waits.load());
   field(s, "ssd_write_wait_ms", st.write_wait_us.load() / 1000);
   field(s, "promotions", st.promotions.load());

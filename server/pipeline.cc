@@ -559,7 +559,8 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
       bool room = false;
       if (cmd.writes) {
         room = !server_.must_wait_for_room(cmd.write_bytes, Server::RoomFor::kWrite);
-        if (!room) {
+        // (With tiering.ssd.admission reuse nothing waits: room_for_write evicts below.)
+        if (!room && !server_.ssd()->selective()) {
           co_await ssd_throttle(cmd.write_bytes);
           room = !server_.must_wait_for_room(cmd.write_bytes, Server::RoomFor::kWrite);
         }

@@ -368,6 +368,8 @@ void Server::cron() {
       ssd_->reclaimer().set_enabled(config_.num(Key::kSsdReclaim) != 0);
       ssd_->reclaimer().set_space_amp(
           static_cast<uint32_t>(config_.num(Key::kSsdReclaimSpaceAmp)));
+      ssd_->set_admission(ssd_admission());
+      ssd_->set_max_write_rate(static_cast<uint64_t>(config_.num(Key::kSsdMaxWriteRate)));
     }
     // instantaneous_ops_per_sec over the last tick.
     uint64_t ops = sum(&WorkerStats::commands);

@@ -160,6 +160,8 @@ class Server {
   /// Whether memory is made by demotion now: the SSD tier is on and takes demotions, and the
   /// policy evicts. Thread-safe.
   bool demotes() const;
+  /// tiering.ssd.admission as the tier takes it.
+  tiering::Admission ssd_admission() const;
   /// Who waits for room: a write command, or a read loading a value from SSD.
   enum class RoomFor { kWrite, kLoad };
   /// With the SSD tier: whether `who`, bringing `incoming` bytes not yet in the region, must

@@ -27,6 +27,8 @@ void Server::start_ssd_tier() {
   o.reclaim = config_.num(Key::kSsdReclaim) != 0;
   o.reclaim_options.space_amp_percent =
       static_cast<uint32_t>(config_.num(Key::kSsdReclaimSpaceAmp));
+  o.admission = ssd_admission();
+  o.max_write_rate = static_cast<uint64_t>(config_.num(Key::kSsdMaxWriteRate));
   // Values queued for demotion are still in memory: bound how far that runs ahead of the disk.
   o.max_pending_bytes = std::clamp<uint64_t>(memory_limit() / 8, 8 << 20, 256 << 20);
   o.log = [](bool warning, std::string_view m) {
@@ -61,13 +63,19 @@ bool Server::must_wait_for_room(uint64_t incoming, RoomFor who) const {
   if (!demotes()) return false;
   double limit = static_cast<double>(memory_limit());
   if (who == RoomFor::kWrite) {
-    if (tier->pending_bytes() > tier->max_pending_bytes()) return true;
+    // The admission budget bounds the queue itself (selective): no wait for it then.
+    if (!tier->selective() && tier->pending_bytes() > tier->max_pending_bytes()) return true;
     limit *= config_.fraction(Key::kEvictionHighWatermark);
   }
   // Blocks held for large bulks in flight need their room in the region as well, and so does
   // the room other writes found and have not filled yet.
   const uint64_t held = reserved_bulk_bytes() + room_claimed_.load(std::memory_order_relaxed);
   return static_cast<double>(used_memory_now() + held + incoming) > limit;
+}
+
+tiering::Admission Server::ssd_admission() const {
+  return config_.choice(Key::kSsdAdmission) == "wait" ? tiering::Admission::kWait
+                                                      : tiering::Admission::kReuse;
 }
 
 bool Server::demotes() const {
@@ -98,6 +106,8 @@ Server::RoomWait::~RoomWait() {
 
 bool Server::RoomWait::again() {
   constexpr auto kIdleGiveUp = std::chrono::milliseconds(100);
+  // tiering.ssd.admission reuse: nobody waits for the disk; room is made by evicting.
+  if (server_.ssd()->selective()) return false;
   if (!server_.must_wait_for_room(incoming_, who_)) return false;
   const auto now = std::chrono::steady_clock::now();
   if (now - start_ >= std::chrono::milliseconds(server_.config().num(Key::kSsdMaxWriteWait)))

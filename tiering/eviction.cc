@@ -109,16 +109,23 @@ bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now,
   if (ShardMutex::held_by_this_thread() != 0) return false;
   const EvictionOptions o = options();
   if (o.policy == EvictionPolicy::kNoEviction) return false;
-  std::lock_guard lock(evict_mu_);
+  // A selective demoter (Demoter::selective) takes its victims here too, unless the region
+  // itself has no room: what it admits is queued and counts as leaving, as in the background
+  // pass (so memory may pass maxmemory by at most its queue's bound), and what it refuses goes
+  // at once. So the values a write pushes out are chosen by the admission as well.
+  const bool queue = demoter_ != nullptr && demoter_->selective() && !allocation_failed &&
+                     drop_unwritten;
   uint64_t need = 0;
   if (o.maxmemory != 0) {
-    const uint64_t used = used_();
+    uint64_t used = used_();
+    if (queue) used -= std::min(used, demoter_->pending_bytes());
     if (used + bytes > o.maxmemory) need = used + bytes - o.maxmemory;
   }
   if (allocation_failed) need = std::max(need, std::max<uint64_t>(bytes, 1));
-  if (need == 0) return true;
+  if (need == 0) return true;  // (no lock yet: a write with room never queues behind a pass)
+  std::lock_guard lock(evict_mu_);
   exact_pass_ = ks_.size() <= o.exact_limit;
-  free_now_ = true;
+  free_now_ = !queue;
   clean_only_ = demoter_ != nullptr && !drop_unwritten;
   uint64_t freed = 0;
   while (freed < need) {
@@ -136,7 +143,7 @@ size_t Evictor::evict_bytes(const EvictionOptions& o, uint64_t need, int64_t now
   uint64_t freed = 0;
   while (freed < need) {
     // The demoter's queue is full: let it write (run() waits for it outside evict_mu_).
-    if (background && demoter_ != nullptr &&
+    if (background && demoter_ != nullptr && !demoter_->selective() &&
         demoter_->pending_bytes() > demoter_->max_pending_bytes())
       break;
     uint64_t got = evict_one(o, now);
@@ -286,15 +293,19 @@ uint64_t Evictor::evict_key(size_t i, const std::string& key, bool volatile_only
     // With an SSD tier the victim is demoted (not an eviction: the key stays). A write that
     // needs the room now takes a value with an SSD copy, else drops the victim as Redis would,
     // but only while the tier works: a failing disk must not cost acknowledged values.
+    // A selective demoter refused it (its admission, or a full or failing disk): evicted as
+    // without a tier, at once, in either kind of pass.
+    bool refused = false;
     if (demoter_ != nullptr) {
       if (uint64_t freed = demoter_->demote(shard, item, now, /*queue=*/!free_now_)) return freed;
-      if (!free_now_ || !demoter_->accepting(now)) return 0;
       if (item->second.flags & kEntrySsdFlags) return 0;  // its SSD copy is in use: keep both
+      refused = demoter_->selective() && !free_now_;
+      if (!demoter_->selective() && (!free_now_ || !demoter_->accepting(now))) return 0;
     }
     // A hidden slot's key (a migration's import before its handover, docs/cluster.md) is never
     // evicted: a target without room ends the import instead, and nothing it took is lost.
     if (ks_.any_hidden() && ks_.hidden(shard.slot_of(key))) return 0;
-    if (demoter_ != nullptr) demoter_->unwritten_eviction();
+    if (demoter_ != nullptr && !refused) demoter_->unwritten_eviction();
     shard.erase(item, ChangeCause::kEviction, &victim);
   }
   evicted_.fetch_add(1, std::memory_order_relaxed);
@@ -338,7 +349,8 @@ void Evictor::run(int period_ms) {
       const auto low = static_cast<uint64_t>(o.maxmemory * o.low_watermark);
       if (used_() + wanted_.load(std::memory_order_relaxed) > high) evict_to(low, now_ms());
       // The pass stopped on a full demotion queue: wait for the writer, then go on at once.
-      if (demoter_ != nullptr && demoter_->pending_bytes() > demoter_->max_pending_bytes()) {
+      if (demoter_ != nullptr && !demoter_->selective() &&
+          demoter_->pending_bytes() > demoter_->max_pending_bytes()) {
         demoter_->wait_pending(demoter_->max_pending_bytes() / 2, period_ms);
         again = true;
       }

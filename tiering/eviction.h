@@ -82,6 +82,12 @@ struct EvictionOptions {
 
 /// Where victims go instead of being dropped: the SSD tier (ssd_tier.h). Thread-safe.
 ///
+/// A selective demoter (tiering.ssd.admission reuse; admission.h) chooses which victims to
+/// write: demote() refuses the others (returns 0 and leaves the entry's SSD flags clear), and
+/// the evictor then evicts them as it would without a tier, so nobody waits for the disk; a
+/// full or failing disk admits nothing and memory evicts as without the tier. A waiting one
+/// (tiering.ssd.admission wait) writes every victim it can:
+///
 /// Two kinds of eviction use it (docs/ssd-tier.md, "Memory while demoting"):
 /// - the background evictor queues victims for demotion (`queue` = true): their memory leaves
 ///   when the writer has written them, so it plans with used - pending_bytes();
@@ -100,6 +106,9 @@ class Demoter {
   virtual uint64_t demote(Shard& shard, Shard::Item* item, int64_t now, bool queue) = 0;
   /// Whether the tier takes demotions now (false after a write error, until it recovers).
   virtual bool accepting(int64_t now) const = 0;
+  /// Whether it chooses its victims (see above): a victim demote() refuses is evicted, and
+  /// neither the evictor nor a write waits for the queue.
+  virtual bool selective() const { return false; }
   /// Counts a value evicted from memory before it could be written (a write needed the room).
   virtual void unwritten_eviction() = 0;
   /// Bytes queued for demotion and not yet written. They are still in memory and count as
@@ -136,7 +145,9 @@ class Evictor {
   /// demotion; see Demoter), until used + bytes <= maxmemory, and, when `allocation_failed`
   /// (the region had no room even so), until at least `bytes` of values were freed. False
   /// when the policy is noeviction or nothing evictable is left. Without `drop_unwritten`
-  /// (with a Demoter), only values with an SSD copy are candidates: nothing is lost. False
+  /// (with a Demoter), only values with an SSD copy are candidates: nothing is lost. With a
+  /// selective Demoter and no `allocation_failed`, victims it admits are queued and count as
+  /// freed (used memory is then planned less pending_bytes(), as in evict_to). False
   /// at once when the calling thread holds a shard lock (eviction locks shards).
   bool make_room(uint64_t bytes, bool allocation_failed, int64_t now_ms,
                  bool drop_unwritten = true);

@@ -92,6 +92,7 @@ Shard::Item* Shard::lookup(std::string_view key, int64_t now) {
   }
   ++hits;
   touch(item->second, now);
+  item->second.flags |= kEntryRead;
   return item;
 }
 
@@ -116,7 +117,7 @@ Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_
   }
   Entry& e = item->second;
   const uint8_t prev = inserted ? 0 : e.flags;
-  e.flags &= ~kEntrySsdFlags;
+  e.flags &= static_cast<uint8_t>(~(kEntrySsdFlags | kEntryRead));
   if (replaced != nullptr) *replaced = std::move(e.value);  // else released by the assignment
   e.value = std::move(value);
   touch(e, now);
@@ -132,7 +133,7 @@ Shard::Item* Shard::upsert(std::string_view key, ValueRef value, int64_t expire_
 void Shard::set_value(Item* item, ValueRef value, ValueRef* replaced, int slot) {
   Entry& e = item->second;
   const uint8_t prev = e.flags;
-  e.flags &= ~kEntrySsdFlags;
+  e.flags &= static_cast<uint8_t>(~(kEntrySsdFlags | kEntryRead));
   if (replaced != nullptr) *replaced = std::move(e.value);
   e.value = std::move(value);
   announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(),
@@ -142,7 +143,7 @@ void Shard::set_value(Item* item, ValueRef value, ValueRef* replaced, int slot) 
 void Shard::modified(Item* item, int slot) {
   Entry& e = item->second;
   const uint8_t prev = e.flags;
-  e.flags &= ~kEntrySsdFlags;
+  e.flags &= static_cast<uint8_t>(~(kEntrySsdFlags | kEntryRead));
   announce(ChangeKind::kSet, ChangeCause::kCommand, prev, item->key(),
            slot_of(item->key(), slot), &e.value, e.expire_ms);
 }

@@ -89,6 +89,9 @@ inline constexpr uint8_t kEntryTransient = 8;
 inline constexpr uint8_t kEntryCold = 16;
 /// Every SSD bit: a new value (upsert, set_value) clears them.
 inline constexpr uint8_t kEntrySsdFlags = kEntrySsd | kEntryDemoting | kEntryTransient | kEntryCold;
+/// Entry::flags: the value was read by a command (Shard::lookup) since it was written; a new
+/// value clears it. The SSD tier's admission takes it as a sign of reuse (tiering/admission.h).
+inline constexpr uint8_t kEntryRead = 32;
 
 class Shard;
 

@@ -61,6 +61,10 @@ struct SsdTierStats {
   /// Values evicted from memory before they could be written: a write needed the room and
   /// the disk had not caught up (see tiering.ssd.max_write_wait).
   std::atomic<uint64_t> unwritten_evictions{0};
+  std::atomic<uint64_t> admitted{0};        ///< victims queued for writing (admission)
+  std::atomic<uint64_t> admitted_bytes{0};  ///< ... their bytes
+  std::atomic<uint64_t> rejected{0};        ///< victims refused and evicted (admission reuse)
+  std::atomic<uint64_t> rejected_bytes{0};  ///< ... their bytes
   std::atomic<uint64_t> write_waits{0};    ///< writes that waited for demotions to make room
   std::atomic<uint64_t> write_wait_us{0};  ///< ... the time they waited, summed
   std::atomic<uint64_t> promotions{0};      ///< values loaded that stay in memory
@@ -74,7 +78,8 @@ struct SsdTierStats {
   LatencyHistogram read_latency;            ///< of load(): the read and the install, in us
 
   void reset() {
-    for (auto* c : {&demotions, &demoted_bytes, &free_drops, &unwritten_evictions, &write_waits,
+    for (auto* c : {&demotions, &demoted_bytes, &free_drops, &unwritten_evictions, &admitted,
+                    &admitted_bytes, &rejected, &rejected_bytes, &write_waits,
                     &write_wait_us, &promotions, &reads, &read_bytes, &read_errors, &write_errors,
                     &dropped_keys, &batches})
       c->store(0, std::memory_order_relaxed);

@@ -59,7 +59,9 @@ SsdTier::SsdTier(Keyspace& ks, SsdTierOptions options, std::unique_ptr<SsdStore>
       reclaimer_(std::make_unique<SsdReclaimer>(*store_, options_.reclaim_options, options_.log)),
       shard_state_(ks.shard_count()),
       promote_after_(options_.promote_after ? options_.promote_after : 1),
-      arena_(allocator_create_arena()) {}
+      arena_(allocator_create_arena()),
+      selective_(options_.admission == Admission::kReuse),
+      admission_(options_.max_pending_bytes, options_.max_write_rate) {}
 
 SsdTier::~SsdTier() { stop(); }
 
@@ -216,15 +218,43 @@ uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now, bool queu
     stats_.free_drops.fetch_add(1, std::memory_order_relaxed);
     return bytes;
   }
-  // After a failed write, no new demotion until the retry time: values stay in memory. A
-  // value RocksDB cannot hold (4 GiB or more) stays in memory too.
-  if (!queue || !accepting(now)) return 0;
-  if (e.value->size() > SsdStore::kMaxValueSize) return 0;
+  // After a failed write, no new demotion until the retry time: values stay in memory (wait),
+  // or are evicted (reuse: refused). A value RocksDB cannot hold (4 GiB or more) likewise.
+  if (!queue) return 0;
   const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
+  const bool sel = selective();
+  if (!accepting(now) || e.value->size() > SsdStore::kMaxValueSize) {
+    if (sel) rejected(bytes, now, /*budget=*/false);
+    return 0;
+  }
+  if (sel) {
+    if (admission_.decide(bytes, (e.flags & kEntryRead) != 0, pending_bytes(), now) ==
+        AdmissionDecision::kReject) {
+      rejected(bytes, now, /*budget=*/true);
+      return 0;
+    }
+  }
+  stats_.admitted.fetch_add(1, std::memory_order_relaxed);
+  stats_.admitted_bytes.fetch_add(bytes, std::memory_order_relaxed);
   e.flags |= kEntrySsd | kEntryDemoting;
   pending_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   enqueue(shard, Op{Op::kPut, 0, 0, e.expire_ms, std::string(item->key()), e.value, bytes});
   return bytes;
+}
+
+void SsdTier::rejected(uint64_t bytes, int64_t now, bool budget) {
+  stats_.rejected.fetch_add(1, std::memory_order_relaxed);
+  stats_.rejected_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (budget) last_reject_ms_.store(now, std::memory_order_relaxed);
+}
+
+std::string_view SsdTier::admission_state(int64_t now) const {
+  // A full disk stays "disk_full" until a write succeeds (the writer's retries in between
+  // make the store healthy for a moment).
+  if (disk_full_.load(std::memory_order_relaxed)) return "disk_full";
+  if (!healthy()) return "error";
+  const int64_t last = last_reject_ms_.load(std::memory_order_relaxed);
+  return last != 0 && now - last < kBehindMs ? "rejecting" : "keeping_up";
 }
 
 // ---- figures ----

@@ -16,7 +16,9 @@
 //
 // Demotion: the evictor (background thread or a write that needs room) calls demote() under the
 // shard lock. A value with an SSD copy leaves memory at once; any other is queued (the op holds
-// a ValueRef, so the bytes stay valid) and marked kEntrySsd|kEntryDemoting. After the batch is
+// a ValueRef, so the bytes stay valid) and marked kEntrySsd|kEntryDemoting, or, with
+// tiering.ssd.admission reuse, refused when the write budget does not admit it (admission.h):
+// the evictor then evicts it as without the tier. After the batch is
 // written the writer re-checks under the shard lock that the entry still holds the very same
 // value (pointer equality), that no command has it pinned (use_count), no read is loading it and
 // no lease holds it; only then does it drop the memory value (kEntryCold). A key overwritten or
@@ -53,6 +55,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tiering/admission.h"
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/ssd_reclaimer.h"
@@ -69,6 +72,9 @@ struct SsdTierOptions {
   /// The reclaim thread (ssd_reclaimer.h): whether its passes run, and their target.
   bool reclaim = true;
   SsdReclaimOptions reclaim_options;
+  /// tiering.ssd.admission: choose victims by budget and reuse (drop the rest), or write all.
+  Admission admission = Admission::kReuse;
+  uint64_t max_write_rate = 0;  ///< tiering.ssd.max_write_rate: budget cap, bytes/s (0: none)
   /// Log sink: (warning?, message). Called from the tier's threads; may be empty.
   std::function<void(bool warning, std::string_view message)> log;
 };
@@ -143,6 +149,7 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   bool accepting(int64_t now) const override {
     return healthy() || now >= retry_at_ms_.load(std::memory_order_relaxed);
   }
+  bool selective() const override { return selective_.load(std::memory_order_relaxed); }
   void unwritten_eviction() override {
     stats_.unwritten_evictions.fetch_add(1, std::memory_order_relaxed);
   }
@@ -173,6 +180,19 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   uint32_t promote_after() const { return promote_after_.load(std::memory_order_relaxed); }
   /// promote_after may change at run time (CONFIG SET).
   void set_promote_after(uint32_t n) { promote_after_.store(n ? n : 1); }
+  /// tiering.ssd.admission and tiering.ssd.max_write_rate may change at run time.
+  void set_admission(Admission a) {
+    selective_.store(a == Admission::kReuse, std::memory_order_relaxed);
+  }
+  void set_max_write_rate(uint64_t bytes_per_s) { admission_.set_max_rate(bytes_per_s); }
+  /// The write budget (its measured rate, depth and level for INFO).
+  const AdmissionPolicy& admission() const { return admission_; }
+  /// For INFO and the log: "keeping_up", "rejecting" (the budget refused a value in the last
+  /// kBehindMs), "disk_full" (from a write refused for space until one succeeds) or "error"
+  /// (a failed write, until the store recovers): nothing is admitted while either lasts.
+  std::string_view admission_state(int64_t now_ms) const;
+  /// How long after its last budget rejection the tier counts as keeping up again.
+  static constexpr int64_t kBehindMs = 2000;
 
  private:
   struct Op {
@@ -211,6 +231,10 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   // A file whose presence says the store may hold superseded records: wiped at the next open.
   static std::string dirty_marker(const std::string& path);
   bool hit_enough(std::string_view key);
+  // demote() refused a victim of `bytes`; `budget`: the write budget did (not a failing disk).
+  void rejected(uint64_t bytes, int64_t now, bool budget);
+  // Writer thread: one log line when demotion starts and stops falling behind.
+  void log_admission(int64_t now);
 
   Keyspace& ks_;
   SsdTierOptions options_;
@@ -242,6 +266,15 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   mutable std::mutex error_mu_;
   std::string last_error_;
   int64_t backoff_ms_ = 0;  // writer thread only
+  bool failing_ = false;    // writer thread only: a failure episode was logged
+  std::atomic<bool> disk_full_{false};  // the last failure was a full disk
+
+  std::atomic<bool> selective_;
+  AdmissionPolicy admission_;
+  std::atomic<int64_t> last_reject_ms_{0};  // the last budget rejection
+  // Writer thread only: the episode of rejections being logged (0: none).
+  int64_t behind_since_ms_ = 0;
+  uint64_t behind_rejected_ = 0, behind_rejected_bytes_ = 0, behind_admitted_ = 0;
 
   std::mutex hits_mu_;
   std::unordered_map<std::string, uint32_t> hits_;  // reads of cold keys not yet promoted

@@ -1,10 +1,12 @@
 // tiering/ssd_tier_writer.cc - the SSD tier's writer thread: takes queued ops in ticket order,
 // writes them in WriteBatches, then applies the outcome to the keyspace under each key's shard
 // lock (drops demoted values from memory), enforces tiering.ssd.capacity, sweeps expired
-// records when idle, and fails safe on errors.
+// records when idle, fails safe on errors, measures the disk's write speed for the admission
+// budget, and logs the tier's state changes (falling behind, a full or failing disk, recovery).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "tiering/ssd_tier.h"
 
@@ -43,12 +45,13 @@ void SsdTier::run_writer() {
       }
     }
     const int64_t now = now_ms();
+    log_admission(now);
     if (ops.empty()) {
-      // Idle: retry a failed store, sweep expired records now and then.
+      // Idle: retry a failed store, sweep expired records now and then. The episode's end is
+      // logged when a write succeeds (a full disk resumes, then fails again).
       if (!healthy() && now >= retry_at_ms_.load(std::memory_order_relaxed)) {
         if (store_->resume().ok()) {
           healthy_.store(true);
-          log(false, "ssd tier: store resumed after an error; demotion restarts");
         } else {
           retry_at_ms_.store(now + std::max<int64_t>(backoff_ms_, 1000));
         }
@@ -93,14 +96,24 @@ void SsdTier::run_writer() {
         }
       }
       writing_bytes_.store(bytes, std::memory_order_relaxed);
+      const auto start = std::chrono::steady_clock::now();
       st = store_->write(batch);
+      // The disk's write speed, from the writer's own batches (the admission budget's rate).
+      if (st.ok() && bytes != 0)
+        admission_.record_write(bytes, static_cast<uint64_t>(
+                                           std::chrono::duration_cast<std::chrono::microseconds>(
+                                               std::chrono::steady_clock::now() - start)
+                                               .count()));
       writing_bytes_.store(0, std::memory_order_relaxed);
     }
     if (st.ok()) {
       stats_.batches.fetch_add(1, std::memory_order_relaxed);
-      if (!healthy()) {
-        healthy_.store(true);
-        log(false, "ssd tier: writes succeed again");
+      healthy_.store(true);
+      if (failing_) {
+        failing_ = false;
+        log(false, disk_full_.exchange(false)
+                       ? "ssd tier: the disk has room again: writes succeed, demotion restarts"
+                       : "ssd tier: writes succeed again: demotion restarts");
       }
       backoff_ms_ = 0;
     } else {
@@ -169,15 +182,23 @@ void SsdTier::commit(std::vector<Op>& ops, const SsdStatus& st) {
 
 void SsdTier::fail(const SsdStatus& st, bool records_may_be_stale) {
   stats_.write_errors.fetch_add(1, std::memory_order_relaxed);
-  const bool first = healthy_.exchange(false);
+  healthy_.store(false);
+  const bool first = !std::exchange(failing_, true);
+  const bool full = st.code == SsdStatus::Code::kNoSpace;
+  disk_full_.store(full, std::memory_order_relaxed);
   backoff_ms_ = std::min(kMaxBackoffMs, std::max<int64_t>(1000, backoff_ms_ * 2));
   retry_at_ms_.store(now_ms() + backoff_ms_, std::memory_order_relaxed);
   {
     std::lock_guard lock(error_mu_);
     last_error_ = st.message;
   }
-  if (first)
-    log(true, "ssd tier: write failed, demotion paused (values stay in memory): " + st.message);
+  if (first) {
+    // One line per episode (the writer retries with a backoff); its end is logged in run_writer.
+    const std::string what = full ? "ssd tier: disk full" : "ssd tier: write failed";
+    log(true, what + (selective() ? ", nothing is admitted (memory evicts as without the tier): "
+                                  : ", demotion paused (values stay in memory): ") +
+                  st.message);
+  }
   if (records_may_be_stale) {
     // A removal did not reach the disk: the store may now hold a value a write superseded.
     // It must not come back at the next start: mark the store for wiping.
@@ -214,6 +235,29 @@ void SsdTier::drop_to_capacity() {
   };
   SsdStatus st = store_->drop_oldest(target, 100'000, may_drop);
   if (!st.ok()) fail(st, true);
+}
+
+void SsdTier::log_admission(int64_t now) {
+  const int64_t last = last_reject_ms_.load(std::memory_order_relaxed);
+  auto mb = [](uint64_t b) { return std::to_string(b >> 20) + "MB"; };
+  if (behind_since_ms_ == 0) {
+    if (last == 0 || now - last >= kBehindMs) return;
+    behind_since_ms_ = last;
+    behind_rejected_ = stats_.rejected.load(std::memory_order_relaxed);
+    behind_rejected_bytes_ = stats_.rejected_bytes.load(std::memory_order_relaxed);
+    behind_admitted_ = stats_.admitted.load(std::memory_order_relaxed);
+    log(true, "ssd tier: demotion falls behind the disk: admission rejects values (write rate " +
+                  mb(admission_.rate()) + "/s, budget " + mb(admission_.depth()) +
+                  "); rejected values are evicted");
+    return;
+  }
+  if (now - last < kBehindMs) return;
+  log(false, "ssd tier: demotion keeps up again after " +
+                 std::to_string((last - behind_since_ms_) / 1000) + "s: rejected=" +
+                 std::to_string(stats_.rejected.load() - behind_rejected_) + " rejected_bytes=" +
+                 std::to_string(stats_.rejected_bytes.load() - behind_rejected_bytes_) +
+                 " admitted=" + std::to_string(stats_.admitted.load() - behind_admitted_));
+  behind_since_ms_ = 0;
 }
 
 std::string SsdTier::dirty_marker(const std::string& path) { return path + "/STRATAKV-DIRTY"; }

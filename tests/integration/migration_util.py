@@ -31,7 +31,9 @@ class Cluster:
             if ssd:  # a small memory over an SSD tier of its own: most values live on SSD
                 srv.config.update({"tiering.ssd.enabled": "yes",
                                    "tiering.ssd.path": str(srv.workdir / "ssd"),
-                                   "memory.capacity": "64mb", "maxmemory": "16mb"})
+                                   "memory.capacity": "64mb", "maxmemory": "16mb",
+                                   # every value demoted, none dropped: what migrates is known
+                                   "tiering.ssd.admission": "wait"})
             self.nodes.append(srv)
         for srv in self.nodes[first:]:
             srv.config.update({k.replace("__", ".").replace("_", "-"): v

@@ -27,8 +27,11 @@ def pattern(tag, i, size=MiB):
 
 
 def ssd_server(start_server, path, **config):
+    """A server whose tier writes every victim (tiering.ssd.admission wait): these tests check
+    that nothing demoted is lost; test_ssd_admission.py covers the default, reuse."""
     config.setdefault("memory__capacity", "64mb")
     config.setdefault("maxmemory", "16mb")
+    config.setdefault("tiering__ssd__admission", "wait")
     return start_server(tiering__ssd__enabled="yes", tiering__ssd__path=str(path), **config)
 
 

@@ -287,3 +287,101 @@ TEST_CASE("demote_all within its time limit keeps every memory value") {
   CHECK(read_value(tier->store(), "k7") == bytes(10 << 10, 'a' + 7));
   tier->stop();
 }
+
+// ---- admission (tiering.ssd.admission; tiering/admission.h) ----
+
+namespace {
+
+std::unique_ptr<SsdTier> open_selective(Keyspace& ks, const std::string& dir, uint64_t rate) {
+  SsdTierOptions o;
+  o.store.path = dir + "/db";
+  o.store.write_buffer_size = 4 << 20;
+  o.admission = Admission::kReuse;
+  o.max_write_rate = rate;
+  SsdStatus st;
+  auto tier = SsdTier::open(ks, o, &st);
+  INFO(st.message);
+  REQUIRE(tier != nullptr);
+  return tier;
+}
+
+void read_once(Keyspace& ks, const std::string& key) {
+  Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  REQUIRE(s.lookup(key, now_ms()) != nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("admission: past the write budget, read values are admitted and the rest refused") {
+  TempDir dir;
+  Keyspace ks(8);
+  // 4 MB/s: a 4 MiB bucket. The writer is not started: nothing leaves the queue.
+  auto tier = open_selective(ks, dir.path, 4 << 20);
+  CHECK(tier->selective());
+  const std::string v = bytes(256 << 10, 'r');
+  for (int i = 0; i < 32; ++i) put(ks, "u" + std::to_string(i), v);
+  for (int i = 0; i < 8; ++i) {
+    put(ks, "r" + std::to_string(i), v);
+    read_once(ks, "r" + std::to_string(i));
+  }
+  // A burst of 8 MiB of never-read victims: a run of 3/4 of the bucket goes, the rest is
+  // refused (flags untouched: the evictor evicts them).
+  int admitted = 0;
+  for (int i = 0; i < 32; ++i) {
+    const std::string k = "u" + std::to_string(i);
+    if (demote(*tier, ks, k) > 0) {
+      ++admitted;
+      CHECK(state(ks, k) == std::pair<uint8_t, bool>{kEntrySsd | kEntryDemoting, true});
+    } else {
+      CHECK(state(ks, k) == std::pair<uint8_t, bool>{0, true});
+    }
+  }
+  CHECK(admitted >= 11);  // 3/4 of the bucket (a value's block is a little over 256 KiB)...
+  CHECK(admitted <= 13);  // ... and what refilled meanwhile
+  // The read ones still find the bottom quarter of the budget, where no never-read value goes.
+  const uint64_t left = tier->admission().tokens();
+  CHECK(left >= (1 << 20));
+  int read_admitted = 0;
+  for (int i = 0; i < 8; ++i) read_admitted += demote(*tier, ks, "r" + std::to_string(i)) > 0;
+  CHECK(read_admitted >= 4);
+  CHECK(tier->stats().admitted == static_cast<uint64_t>(admitted + read_admitted));
+  CHECK(tier->stats().rejected == static_cast<uint64_t>(40 - admitted - read_admitted));
+  CHECK(tier->stats().rejected_bytes >= (40 - admitted - read_admitted) * v.size());
+  CHECK(tier->admission_state(now_ms()) == "rejecting");
+  // A new value is not "read": writing a read key clears the sign.
+  put(ks, "r0", v);
+  Shard& s = ks.shard_of("r0");
+  std::lock_guard lock(s.mu);
+  CHECK((s.find("r0", now_ms())->second.flags & kEntryRead) == 0);
+}
+
+TEST_CASE("admission: the evictor evicts what the tier refuses and never waits for the disk") {
+  TempDir dir;
+  Keyspace ks(8);
+  auto tier = open_selective(ks, dir.path, 4 << 20);
+  const std::string v = bytes(256 << 10, 'e');
+  for (int i = 0; i < 64; ++i) put(ks, "k" + std::to_string(i), v);
+  Evictor ev(ks, [] { return uint64_t{1} << 40; });  // always over: evict all it can
+  EvictionOptions o;
+  o.policy = EvictionPolicy::kAllkeysLru;
+  o.maxmemory = uint64_t{1} << 30;
+  ev.set_options(o);
+  ev.set_demoter(tier.get());
+  // Everything must go (target 0) with the writer stopped: a waiting tier would stop at its
+  // queue's bound; this one queues what it admits and evicts the rest at once.
+  ev.evict_to(0, now_ms());
+  const uint64_t admitted = tier->stats().admitted, rejected = tier->stats().rejected;
+  CHECK(admitted > 0);
+  CHECK(rejected > 0);
+  CHECK(admitted + rejected == 64);
+  CHECK(ev.evicted_keys() == rejected);
+  CHECK(ks.size() == admitted);  // the admitted keys stay (queued for SSD)
+  CHECK(tier->stats().unwritten_evictions == 0);
+  CHECK(tier->pending_bytes() >= admitted * v.size());
+  // Written once the writer runs: they leave memory for SSD.
+  tier->start();
+  settle(*tier);
+  CHECK(tier->stats().demotions == admitted);
+  CHECK(tier->cold_keys() == admitted);
+}
