@@ -147,8 +147,9 @@ def fill_disk(path, leave):
             f.write(chunk)
 
 
-def test_a_full_disk_admits_nothing_and_stores_never_get_oom(start_server, small_filesystem):
-    """A 64 MB filesystem filled to 2 MB free under the tier, then 5x maxmemory of SETs: every
+def test_a_full_disk_admits_nothing_and_stores_never_get_oom(small_filesystem, start_server):
+    """(small_filesystem first: it is unmounted after the server stopped.)
+    A 64 MB filesystem filled to 2 MB free under the tier, then 5x maxmemory of SETs: every
     SET answers OK (memory evicts as without the tier), INFO says the disk is full, the log says
     so once; after space comes back the tier admits again and the log says that too."""
     srv = start_server(tiering__ssd__enabled="yes",
