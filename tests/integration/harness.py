@@ -245,6 +245,17 @@ class Server:
             _STOPPED_IN_TEST.append(self)
         return problem if was_running else None
 
+    def start_again(self):
+        """After the process exited (killed, or by itself): starts it again with the same
+        config (the same SSD path, port and so on); returns a redis-py client."""
+        if self in _RUNNING:
+            _RUNNING.remove(self)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self.start()
+        return self.client()
+
     def ensure_running(self):
         if not self.alive():
             if self in _RUNNING:
@@ -313,6 +324,12 @@ def wait_until(what, fn, timeout=60.0):
             return v
         assert time.monotonic() < deadline, "timed out waiting for " + what
         time.sleep(0.02)
+
+
+def tier(r, key):
+    """Where `key`'s value lives (stratakv's TIER command): "memory", "ssd", or None."""
+    t = r.execute_command("TIER", key)
+    return t.decode() if t is not None else None
 
 
 def cluster_sh_base_port(nodes):

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import harness
+from harness import tier, wait_until
 
 pytestmark = pytest.mark.skipif(harness.TARGET == "redis", reason="stratakv's SSD tier")
 
@@ -25,18 +26,6 @@ def pattern(tag, i, size):
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def tier(r, key):
-    t = r.execute_command("TIER", key)
-    return t.decode() if t is not None else None
-
-
-def wait_until(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def log_lines(srv, text):
@@ -77,7 +66,7 @@ def test_past_the_write_budget_stores_never_wait_and_read_values_are_admitted(st
     assert info["ssd_admitted"] > 0, info
     assert info["unwritten_evictions"] == 0, info  # refused values are counted as rejected
     assert r.info("stats")["evicted_keys"] >= info["ssd_rejected"]
-    wait_until(lambda: r.info("tiering")["pending_demotion_bytes"] == 0, what="the queue")
+    wait_until("the queue", lambda: r.info("tiering")["pending_demotion_bytes"] == 0)
 
     kept = {"read": 0, "unread": 0}
     gone = {"read": 0, "unread": 0}
@@ -95,7 +84,7 @@ def test_past_the_write_budget_stores_never_wait_and_read_values_are_admitted(st
     assert share["read"] >= 2 * share["unread"], (kept, gone)
 
     # The operator's log: one line when the tier falls behind, one when it keeps up again.
-    wait_until(lambda: log_lines(srv, "keeps up again"), timeout=8, what="the keeping-up line")
+    wait_until("the keeping-up line", lambda: log_lines(srv, "keeps up again"), timeout=8)
     assert len(log_lines(srv, "demotion falls behind")) == 1
     assert len(log_lines(srv, "keeps up again")) == 1
     assert r.info("tiering")["ssd_admission_state"] == "keeping_up"
@@ -178,7 +167,7 @@ def test_a_full_disk_admits_nothing_and_stores_never_get_oom(small_filesystem, s
         assert r.set("y:%d" % i, pattern("y", i, MiB)) is True
         return bool(log_lines(srv, "the disk has room again"))
 
-    wait_until(recovered, timeout=20, what="the tier to admit again")
-    wait_until(lambda: r.info("tiering")["ssd_status"] == "ok", timeout=5, what="ssd_status ok")
+    wait_until("the tier to admit again", recovered, timeout=20)
+    wait_until("ssd_status ok", lambda: r.info("tiering")["ssd_status"] == "ok", timeout=5)
     assert len(log_lines(srv, "ssd tier: disk full")) == 1
     assert srv.alive()

@@ -51,12 +51,7 @@ def shutdown_line(srv):
 def start_again(srv):
     """After the process exited by itself (SHUTDOWN): the same config and SSD path."""
     assert srv.proc.wait(10) == 0
-    if srv in harness._RUNNING:
-        harness._RUNNING.remove(srv)
-    srv._log.close()
-    srv._log = None
-    srv.start()
-    return srv.client()
+    return srv.start_again()
 
 
 def tier_server(start_server, tmp_path, **config):

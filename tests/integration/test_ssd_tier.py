@@ -13,6 +13,7 @@ import time
 import pytest
 
 import harness
+from harness import tier, wait_until
 from resp_util import Err
 
 pytestmark = pytest.mark.skipif(harness.TARGET == "redis", reason="stratakv's SSD tier")
@@ -35,18 +36,6 @@ def ssd_server(start_server, path, **config):
     return start_server(tiering__ssd__enabled="yes", tiering__ssd__path=str(path), **config)
 
 
-def tier(r, key):
-    t = r.execute_command("TIER", key)
-    return t.decode() if t is not None else None
-
-
-def wait_until(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def counted_memory(r):
@@ -65,12 +54,7 @@ def restart(srv):
 def kill9_and_restart(srv):
     srv.proc.kill()
     srv.proc.wait(10)
-    if srv in harness._RUNNING:
-        harness._RUNNING.remove(srv)
-    srv._log.close()
-    srv._log = None
-    srv.start()
-    return srv.client()
+    return srv.start_again()
 
 
 def test_working_set_of_5x_maxmemory_reads_back_byte_exact_with_ttls(start_server, tmp_path):
@@ -161,8 +145,8 @@ def demoted(start_server, path, keys, **config):
         r.set(k, pattern(k, i))
     for i in range(24):  # push them out
         r.set("filler:%d" % i, pattern("filler", i))
-    wait_until(lambda: all(tier(r, k) == "ssd" for k in keys), what="demotion")
-    wait_until(lambda: r.info("tiering")["pending_demotion_bytes"] == 0, what="quiet writer")
+    wait_until("demotion", lambda: all(tier(r, k) == "ssd" for k in keys))
+    wait_until("quiet writer", lambda: r.info("tiering")["pending_demotion_bytes"] == 0)
     return srv, r
 
 
@@ -197,7 +181,7 @@ def test_del_overwrite_and_other_writes_of_demoted_keys_behave_as_in_redis(start
     r.set("s", b"hello world")
     for i in range(24):
         r.set("filler2:%d" % i, pattern("filler2", i))
-    wait_until(lambda: tier(r, "n") == "ssd" and tier(r, "s") == "ssd", what="demotion")
+    wait_until("demotion", lambda: tier(r, "n") == "ssd" and tier(r, "s") == "ssd")
     assert r.incr("n") == 42 and r.get("n") == b"42"
     assert r.setrange("s", 6, b"WORLD") == 11 and r.get("s") == b"hello WORLD"
     # What was written survives a restart; what was deleted does not come back.
@@ -290,7 +274,7 @@ def test_kill9_during_writes_then_recover_gives_old_new_or_missing_never_torn(st
     t = threading.Thread(target=writer)
     t.start()
     r = srv.client()
-    wait_until(lambda: r.info("tiering")["demotions"] > 60, timeout=30, what="demotions")
+    wait_until("demotions", lambda: r.info("tiering")["demotions"] > 60, timeout=30)
     time.sleep(0.3)
     r = kill9_and_restart(srv)
     stop.set()
