@@ -692,9 +692,11 @@ def test_eviction_events(start_server, flags):
 
 
 def test_demotion_and_promotion_events_with_the_ssd_tier(start_server, tmp_path):
+    # admission wait: every victim is written (reuse may evict a never-read value instead of
+    # demoting it, and this test needs demotions).
     srv = start_server(tiering__ssd__enabled="yes", tiering__ssd__path=str(tmp_path / "ssd"),
                        memory__capacity="64mb", maxmemory="16mb",
-                       notify_keyspace_events="KET")
+                       tiering__ssd__admission="wait", notify_keyspace_events="KET")
     sub = srv.raw()
     sub.call("SUBSCRIBE", "__keyevent@0__:demoted", "__keyevent@0__:promoted")
     sub.call("PSUBSCRIBE", "__keyspace@0__:tier:*")

@@ -590,5 +590,7 @@ def test_same_io_thread_stays_responsive(start_server, threads):
     worst = max(worst, time.monotonic() - t0)
     assert a.read_reply() is not None  # +OK after 5 s
     elapsed = time.monotonic() - t_start
-    assert elapsed >= 5.0, elapsed
+    # The script counts 5 s of wall clock (TIME), this test a monotonic clock: a step of the
+    # wall clock meanwhile (seen once: 4.6 s) shifts the two, so allow half a second.
+    assert elapsed >= 4.5, elapsed
     assert count > 100 and worst < 0.1, (count, worst)
