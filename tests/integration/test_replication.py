@@ -302,8 +302,10 @@ def test_fast_path_puts_replicate(pair, tmp_path):
 
 def test_ssd_tier_cold_keys_in_the_full_copy(pair, tmp_path):
     """Keys demoted to the primary's SSD tier are part of the full copy."""
+    # admission wait: every victim is written (reuse may evict a never-read value instead of
+    # demoting it, and this test needs cold keys).
     cfg = {"memory__capacity": "32mb", "tiering__ssd__enabled": "yes",
-           "tiering__ssd__path": str(tmp_path / "ssd")}
+           "tiering__ssd__path": str(tmp_path / "ssd"), "tiering__ssd__admission": "wait"}
     primary, replica = pair(primary_config=cfg, attach=False)
     p = primary.client()
     values = {}
