@@ -488,24 +488,20 @@ asio::awaitable<void> Connection::finish_wait() {
 asio::awaitable<void> Connection::finish_io_job() {
   std::function<std::string()> job = std::move(io_job_);
   io_job_ = nullptr;
-  auto result = std::make_shared<std::string>();
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  auto timer = std::make_shared<asio::steady_timer>(worker_.io,
-                                                    asio::steady_timer::time_point::max());
-  asio::post(server_.main_io(), [job = std::move(job), result, done, timer,
-                                 ex = worker_.io.get_executor()] {
-    *result = job();
-    asio::post(ex, [done, timer] {
-      done->store(true);
-      timer->cancel();
-    });
-  });
-  while (!done->load()) {
-    auto [ec] = co_await timer->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    (void)ec;
-  }
-  if (result->empty()) writer_.ok();
-  else writer_.error(*result);
+  // On the main loop, this coroutine resumed on its own thread after (as finish_script does).
+  std::string result;
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&](auto handler) {
+        auto done = std::make_shared<decltype(handler)>(std::move(handler));
+        asio::post(server_.main_io(), [&result, job = std::move(job), done, ex] {
+          result = job();
+          asio::post(ex, [done] { std::move(*done)(); });
+        });
+      },
+      asio::use_awaitable);
+  if (result.empty()) writer_.ok();
+  else writer_.error(result);
 }
 
 asio::awaitable<void> Connection::run() {

@@ -55,16 +55,9 @@ struct Migrations::Export {
 
   /// Its CLUSTER GETSLOTMIGRATIONS row, in `state`.
   Record row(std::string state) const {
-    Record r;
-    r.id = id;
-    r.role = "export";
-    r.slots = cluster::slots_text(ranges);
-    r.peer = target;
-    r.state = std::move(state);
-    r.keys = feed->copied_keys();
-    r.bytes = feed->copied_bytes();
-    r.started_ms = started_ms;
-    return r;
+    return {.id = id, .role = "export", .slots = cluster::slots_text(ranges), .peer = target,
+            .state = std::move(state), .keys = feed->copied_keys(),
+            .bytes = feed->copied_bytes(), .started_ms = started_ms};
   }
 };
 
@@ -77,15 +70,9 @@ struct Migrations::Import {
 
   /// Its CLUSTER GETSLOTMIGRATIONS row, in `state` (bytes: of the stream applied).
   Record row(std::string state) const {
-    Record r;
-    r.id = id;
-    r.role = "import";
-    r.slots = cluster::slots_text(ranges);
-    r.peer = source_shard;
-    r.state = std::move(state);
-    r.bytes = link->offset();
-    r.started_ms = started_ms;
-    return r;
+    return {.id = id, .role = "import", .slots = cluster::slots_text(ranges),
+            .peer = source_shard, .state = std::move(state), .bytes = link->offset(),
+            .started_ms = started_ms};
   }
 };
 

@@ -60,7 +60,7 @@ Verdict acl_keys_channels(const Server& server, const acl::User& user, const Com
     }
   }
   if (!user.all_channels) {
-    const acl::Channels where = const_cast<Server&>(server).acl().catalog()[spec.id].channels;
+    const acl::Channels where = server.acl().catalog()[spec.id].channels;
     if (where != acl::Channels::kNone) {
       const size_t end = where == acl::Channels::kFirst ? std::min<size_t>(2, args.size())
                                                         : args.size();

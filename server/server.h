@@ -128,6 +128,7 @@ class Server {
   ClientRegistry& clients() { return clients_; }
   /// The ACL users (server/acl.h), over this server's command table. Thread-safe.
   acl::Users& acl() { return *acl_; }
+  const acl::Users& acl() const { return *acl_; }
   /// The main loop (listeners, cron): where work that must not run on a connection thread
   /// (small file I/O: ACL SAVE/LOAD) is posted.
   asio::io_context& main_io() { return main_io_; }

@@ -17,8 +17,11 @@ Fixtures:
                 redis-server's (both flushed first); same.pair(resp3) for other protocols.
 """
 
+import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -166,3 +169,26 @@ def etcd():
         pytest.skip("etcd is not installed")
     with Etcd() as e:
         yield e
+
+
+@pytest.fixture
+def tmpfs():
+    """tmpfs(size, prefix) -> the path of a new tmpfs of `size` ("64m"): a small filesystem to
+    fill (a full disk). Skips the test where mounting is not permitted (needs root). Unmounted
+    at teardown: request this fixture before start_server, so that its servers stop first."""
+    mounted = []
+
+    def mount(size, prefix="stratakv-fs-"):
+        path = tempfile.mkdtemp(prefix=prefix)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", path],
+                          capture_output=True).returncode != 0:
+            os.rmdir(path)
+            pytest.skip("cannot mount a %s tmpfs here (needs root): the test needs a small "
+                        "filesystem" % size)
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", path], capture_output=True)
+        os.rmdir(path)

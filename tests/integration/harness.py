@@ -258,12 +258,7 @@ class Server:
 
     def ensure_running(self):
         if not self.alive():
-            if self in _RUNNING:
-                _RUNNING.remove(self)
-            if self._log is not None:
-                self._log.close()
-                self._log = None
-            self.start()
+            self.start_again()
 
     def log_tail(self, lines=LOG_TAIL_LINES):
         try:

@@ -6,8 +6,6 @@ no store gets -OOM for it; the operator's log says when the tier falls behind, w
 fills, and when each ends."""
 
 import os
-import subprocess
-import tempfile
 import time
 
 import pytest
@@ -115,19 +113,6 @@ def test_the_admission_mode_changes_at_run_time(start_server, tmp_path):
     assert r.info("tiering")["ssd_rejected"] > rejected
 
 
-@pytest.fixture
-def small_filesystem():
-    path = tempfile.mkdtemp(prefix="stratakv-adm-")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", path],
-                      capture_output=True).returncode != 0:
-        os.rmdir(path)
-        pytest.skip("cannot mount a 64 MB tmpfs here (needs root): the full-disk test needs a "
-                    "small filesystem under tiering.ssd.path")
-    yield path
-    subprocess.run(["umount", "-l", path], capture_output=True)
-    os.rmdir(path)
-
-
 def fill_disk(path, leave):
     """Writes a file under `path` until the filesystem has about `leave` bytes free."""
     st = os.statvfs(path)
@@ -138,11 +123,11 @@ def fill_disk(path, leave):
             f.write(chunk)
 
 
-def test_a_full_disk_admits_nothing_and_stores_never_get_oom(small_filesystem, start_server):
-    """(small_filesystem first: it is unmounted after the server stopped.)
-    A 64 MB filesystem filled to 2 MB free under the tier, then 5x maxmemory of SETs: every
+def test_a_full_disk_admits_nothing_and_stores_never_get_oom(tmpfs, start_server):
+    """    A 64 MB filesystem filled to 2 MB free under the tier, then 5x maxmemory of SETs: every
     SET answers OK (memory evicts as without the tier), INFO says the disk is full, the log says
     so once; after space comes back the tier admits again and the log says that too."""
+    small_filesystem = tmpfs("64m", "stratakv-adm-")
     srv = start_server(tiering__ssd__enabled="yes",
                        tiering__ssd__path=small_filesystem + "/ssd",
                        memory__capacity="64mb", maxmemory="16mb",

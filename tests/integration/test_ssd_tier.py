@@ -5,7 +5,6 @@ tiny ssd capacity or a full disk gives clear behaviour without losing what memor
 
 import os
 import random
-import subprocess
 import tempfile
 import threading
 import time
@@ -386,19 +385,8 @@ def test_tiny_ssd_capacity_drops_oldest_records_and_keeps_memory(start_server, t
         assert r.get("t:%d" % i) == pattern("t", i)
 
 
-@pytest.fixture
-def small_filesystem():
-    path = tempfile.mkdtemp(prefix="stratakv-full-")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", path],
-                      capture_output=True).returncode != 0:
-        os.rmdir(path)
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    yield path
-    subprocess.run(["umount", "-l", path], capture_output=True)
-    os.rmdir(path)
-
-
-def test_full_disk_keeps_values_in_memory_and_says_so(start_server, small_filesystem):
+def test_full_disk_keeps_values_in_memory_and_says_so(tmpfs, start_server):
+    small_filesystem = tmpfs("24m", "stratakv-full-")
     srv = ssd_server(start_server, small_filesystem + "/ssd", maxmemory="16mb",
                      memory__capacity="128mb", tiering__ssd__write_buffer_size="1mb")
     r = srv.client()

@@ -94,9 +94,11 @@ void Session::flush() {
   out_.clear();
 }
 
-namespace {
-constexpr std::string_view kProtocolError = "ERR Protocol error";
-}  // namespace
+void Session::note_error(std::string_view text) {
+  // "ERR Protocol error: ..." is the server's last reply on this connection (Redis closes it
+  // after one, e.g. for a value over proto-max-bulk-len): the pool must not reuse it.
+  if (text.rfind("ERR Protocol error", 0) == 0) broken_ = true;
+}
 
 Reply Session::read() {
   flush();
@@ -104,10 +106,7 @@ Reply Session::read() {
   if (redisGetReply(c_, &out) != REDIS_OK) out = nullptr;
   Reply r(static_cast<redisReply*>(out));
   check(r, "reading a reply failed");
-  // "ERR Protocol error: ..." is the server's last reply on this connection (Redis closes it
-  // after one, e.g. for a value over proto-max-bulk-len): the pool must not reuse it.
-  if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).rfind(kProtocolError, 0) == 0)
-    broken_ = true;
+  if (r->type == REDIS_REPLY_ERROR) note_error(std::string_view(r->str, r->len));
   return r;
 }
 
@@ -216,8 +215,7 @@ std::string Session::read_line() {
       std::string line(begin, lf - 1);
       in_pos_ += static_cast<size_t>(lf + 1 - begin);
       if (line.empty()) protocol_fail("an empty reply line");
-      if (line[0] == '-' && std::string_view(line).substr(1).rfind(kProtocolError, 0) == 0)
-        broken_ = true;  // the server closes after it (see read())
+      if (line[0] == '-') note_error(std::string_view(line).substr(1));
       return line;
     }
     scanned = avail;

@@ -111,6 +111,8 @@ class Session {
 
  private:
   void check(Reply& r, const char* what);
+  // An error reply's text (no '-'): a protocol error marks the session broken.
+  void note_error(std::string_view text);
   size_t fill();   // reads more bytes into in_ (at least one); fails on EOF/timeout
   void flush();    // writes out_
 
