@@ -272,6 +272,23 @@ void Connection::close() {
   });
 }
 
+bool Connection::subscriptions_allowed() {
+  const acl::User* user = acl_user();
+  if (user == nullptr || user->all_channels || !pubsub_.active()) return true;
+  for (ChannelKind kind : {ChannelKind::kGlobal, ChannelKind::kShard})
+    for (const std::string& channel : pubsub_.channels(kind))
+      if (!user->channel_allowed(channel, false)) return false;
+  for (const std::string& pattern : pubsub_.patterns())
+    if (!user->channel_allowed(pattern, true)) return false;
+  return true;
+}
+
+void Connection::recheck_subscriptions() {
+  asio::post(worker_.io, [self = shared_from_this()] {
+    if (!self->closed_.load() && !self->subscriptions_allowed()) self->close();
+  });
+}
+
 uint64_t Connection::server_acl_generation() const { return server_.acl().generation(); }
 
 void Connection::refresh_user() {

@@ -60,6 +60,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close();
   /// Closes the connection once the pending replies are written (QUIT, CLIENT KILL of self).
   void close_after_reply() { close_after_reply_ = true; }
+  /// Whether every channel, shard channel and pattern this client is subscribed to is allowed
+  /// by its user's rules as they are now. The connection's thread only.
+  bool subscriptions_allowed();
+  /// ACL SETUSER changed this client's user (any thread): on the connection's thread, a client
+  /// subscribed to something the user may no longer use is closed (Redis 7.0's
+  /// ACLKillPubsubClientsIfNeeded).
+  void recheck_subscriptions();
 
   uint64_t id() const { return id_; }
   /// Whether this client came in on tls-port (its bytes are encrypted).
@@ -196,10 +203,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One queued command run inside EXEC (exec.cc): its stats go to exec_stats_. A NeedRoom
   // escapes when `may_retry` (EXEC runs again); else the command answers -OOM.
   void run_queued(const QueuedCommand& q, int64_t now_ms, bool may_retry);
+  // The ACL check of each queued command again at EXEC (execCommand: the rules may have
+  // changed since it was queued): per queued command, "" or its -NOPERM error; empty when the
+  // user is unrestricted. Logs each refusal (context "multi").
+  std::vector<std::string> acl_recheck(int64_t now_ms);
   struct ExecStat {
     uint32_t id;
     uint64_t us;
     bool failed;
+    bool ran;  // false: refused by acl_recheck, not called
   };
   std::vector<ExecStat> exec_stats_;  // the running EXEC's commands
   // Scripts (connection_script.cc). finish_script: runs the call EVAL deferred on a script

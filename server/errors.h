@@ -35,6 +35,18 @@ inline constexpr std::string_view kNoPermKey =
     "NOPERM this user has no permissions to access one of the keys used as arguments";
 inline constexpr std::string_view kNoPermChannel =
     "NOPERM this user has no permissions to access one of the channels used as arguments";
+// EXEC of a queued command the user's rules no longer allow (multi.c execCommand, Redis 7.0):
+// the prefix, then one of the three reasons.
+inline constexpr std::string_view kExecNoPermCommand =
+    "no permission to execute the command or subcommand";
+inline constexpr std::string_view kExecNoPermKey = "no permission to touch the specified keys";
+inline constexpr std::string_view kExecNoPermChannel =
+    "no permission to access one of the channels used as arguments";
+inline std::string noperm_at_exec(std::string_view reason) {
+  return "NOPERM ACLs rules changed between the moment the transaction was accumulated and the "
+         "EXEC call. This command is no longer allowed for the following reason: " +
+         std::string(reason);
+}
 // A script's redis.call of a command its user may not run (script.c scriptVerifyACL); the
 // script's location follows, as for any error raised in a script.
 // (Without "ERR ": the script engine words a refused call's error as for any other.)

@@ -10,7 +10,9 @@
 //   3. The watched keys are looked up (an expired one is removed, which breaks the watch); a
 //      broken watch answers nil and nothing runs.
 //   4. The commands run in order, each reply an entry of EXEC's array; a runtime error is an
-//      entry, the rest still run (Redis).
+//      entry, the rest still run (Redis). A command the user's ACL rules no longer allow
+//      (changed since it was queued) does not run: its entry is -NOPERM, as Redis 7.0's
+//      execCommand checks each queued command again.
 //   5. An allocation under the locks that finds no room throws NeedRoom. If no queued write
 //      ran yet, nothing was applied: the locks go, room is made, and the whole EXEC runs again
 //      from step 2 (its partial reply dropped). Once a write was applied, rerunning would
@@ -21,6 +23,7 @@
 
 #include "server/connection.h"
 #include "server/errors.h"
+#include "server/pipeline.h"
 #include "server/server.h"
 #include "tiering/exec_lock.h"
 #include "tiering/key_lock.h"
@@ -73,6 +76,7 @@ void Connection::exec(CommandContext& ctx) {
 
   const resp::Writer::Mark mark = writer_.mark();
   exec_stats_.clear();
+  std::vector<std::string> denied;  // per queued command: its -NOPERM, or ""
   for (int attempt = 1;; ++attempt) {
     uint64_t need = 0;
     {
@@ -88,12 +92,21 @@ void Connection::exec(CommandContext& ctx) {
         txn.end();
         return;
       }
+      // The ACL rules may have changed since the commands were queued: each is checked again,
+      // once (an EXEC run again for room does not log twice).
+      if (attempt == 1) denied = acl_recheck(now);
       // 4. The commands.
       writer_.array(txn.queued().size());
       bool applied = false;
       const bool may_retry = attempt < kMaxExecAttempts;
       try {
-        for (const QueuedCommand& q : txn.queued()) {
+        for (size_t i = 0; i < txn.queued().size(); ++i) {
+          const QueuedCommand& q = txn.queued()[i];
+          if (!denied.empty() && !denied[i].empty()) {
+            writer_.error(denied[i]);
+            exec_stats_.push_back({q.spec->id, 0, false, /*ran=*/false});
+            continue;
+          }
           run_queued(q, now, may_retry && !applied);
           if (q.spec->flags & kWrite) applied = true;
         }
@@ -114,7 +127,8 @@ void Connection::exec(CommandContext& ctx) {
   const int64_t threshold = config.num(Key::kSlowlogLogSlowerThan);
   const int64_t latency = config.num(Key::kLatencyMonitorThreshold);
   for (size_t i = 0; i < exec_stats_.size(); ++i) {
-    const auto& [id, us, failed] = exec_stats_[i];
+    const auto& [id, us, failed, ran] = exec_stats_[i];
+    if (!ran) continue;  // refused by the ACL: not called, not counted (Redis)
     const QueuedCommand& q = txn.queued()[i];
     CommandCounters& c = stats.command(id);
     WorkerStats::bump(c.calls);
@@ -127,6 +141,30 @@ void Connection::exec(CommandContext& ctx) {
     if (latency != 0) server_.latency().add_command(q.spec->flags & kFast, us, latency);
   }
   txn.end();
+}
+
+std::vector<std::string> Connection::acl_recheck(int64_t now_ms) {
+  const acl::User* user = acl_user();
+  if (user == nullptr || user->unrestricted) return {};
+  std::vector<std::string> denied(txn.queued().size());
+  std::vector<size_t> keys;
+  for (size_t i = 0; i < txn.queued().size(); ++i) {
+    const QueuedCommand& q = txn.queued()[i];
+    uint32_t arg = 0;
+    const PreparedCommand::Verdict v = acl_check(server_, *user, *q.spec, q.req.args(), keys, &arg);
+    if (v == PreparedCommand::Verdict::kRun) continue;
+    using Verdict = PreparedCommand::Verdict;
+    const std::string_view reason = v == Verdict::kNoPermCommand ? "command"
+                                    : v == Verdict::kNoPermKey   ? "key"
+                                                                 : "channel";
+    const std::string_view object =
+        v == Verdict::kNoPermCommand ? std::string_view(q.spec->full_name) : q.req[arg];
+    log_acl_denial(reason, object, user->name, now_ms, "multi");
+    denied[i] = err::noperm_at_exec(v == Verdict::kNoPermCommand ? err::kExecNoPermCommand
+                                    : v == Verdict::kNoPermKey   ? err::kExecNoPermKey
+                                                                 : err::kExecNoPermChannel);
+  }
+  return denied;
 }
 
 void Connection::run_queued(const QueuedCommand& q, int64_t now_ms, bool may_retry) {
@@ -148,7 +186,8 @@ void Connection::run_queued(const QueuedCommand& q, int64_t now_ms, bool may_ret
   }
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - start).count();
-  exec_stats_.push_back({q.spec->id, static_cast<uint64_t>(us), writer_.errors() != errors_before});
+  exec_stats_.push_back(
+      {q.spec->id, static_cast<uint64_t>(us), writer_.errors() != errors_before, /*ran=*/true});
   // MONITOR shows each queued command as it ran, in order with the lines of the scripts it runs,
   // and EXEC last (its own call is fed by the pipeline). An EXEC run again for room (exec())
   // shows the commands of the first run again.

@@ -27,6 +27,13 @@ void cmd_acl_setuser(CommandContext& ctx) {
     return ctx.out.error(err::kAclUserSpaces);
   if (std::string e = ctx.server.acl().set_user(name, ctx.args.subspan(3)); !e.empty())
     return ctx.out.error("ERR " + e);
+  // Subscribers whose channels the change took away go (ACLKillPubsubClientsIfNeeded), each
+  // checked on its own thread; this client after its reply.
+  ctx.server.clients().for_each([&](Connection& c) {
+    if (!c.pubsub().active() || c.user_name() != name) return;
+    if (&c != &ctx.conn) c.recheck_subscriptions();
+    else if (!c.subscriptions_allowed()) c.close_after_reply();
+  });
   ctx.out.ok();
 }
 

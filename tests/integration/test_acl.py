@@ -188,6 +188,82 @@ def test_auth_and_noperm_match_redis(pair):
         x.close()
 
 
+def test_rules_changed_after_queueing_refuse_at_exec_as_redis(pair):
+    """Redis 7.0's execCommand checks each queued command's ACL again: a command the rules no
+    longer allow answers -NOPERM in EXEC's array (the reason per kind), the rest run, and each
+    refusal is logged with context "multi"."""
+    ours, theirs = pair
+    admin = Both(ours, theirs)
+    admin.call("ACL", "SETUSER", "erin", "on", ">pw", "+@all", "~*", "&*")
+    e = Both(ours, theirs)
+    e.call("AUTH", "erin", "pw")
+    e.call("MULTI")
+    e.call("GET", "k")
+    e.call("SET", "x", "1")
+    e.call("PUBLISH", "ch", "m")
+    e.call("SET", "y", "1")
+    admin.call("ACL", "SETUSER", "erin", "-get", "resetkeys", "~x*", "resetchannels")
+    e.call("EXEC")  # NOPERM (command), +OK, NOPERM (channel), NOPERM (key)
+    e.call("GET", "x")
+    admin.call("ACL", "SETUSER", "erin", "+get", "~*", "&*")
+    e.call("MULTI")
+    e.call("GET", "x")
+    e.call("EXEC")  # nothing changed since: runs
+    # A broken WATCH answers nil first, and logs nothing.
+    e.call("WATCH", "w")
+    e.call("MULTI")
+    e.call("GET", "x")
+    admin.call("SET", "w", "changed")
+    admin.call("ACL", "SETUSER", "erin", "-get")
+    e.call("EXEC")
+    mine, ref = admin.each("ACL", "LOG")
+
+    def strip(entries):
+        return [{k: v for k, v in zip(x[::2], x[1::2]) if k not in (b"age-seconds", b"client-info")}
+                for x in entries]
+
+    assert strip(mine) == strip(ref)
+    # Newest first: the GET refused at the top level, then EXEC's three (the broken WATCH's
+    # EXEC logged nothing).
+    assert [x[b"context"] for x in strip(mine)] == [b"toplevel"] + [b"multi"] * 3
+    for x in (admin, e):
+        x.close()
+
+
+def test_subscribers_whose_channels_were_taken_away_are_disconnected(pair):
+    """ACL SETUSER that takes channels away closes that user's subscribers whose channels or
+    patterns are no longer allowed (Redis 7.0's ACLKillPubsubClientsIfNeeded); a subscriber
+    whose subscriptions all stay allowed keeps its connection."""
+    ours, theirs = pair
+    admin = Both(ours, theirs)
+    admin.call("ACL", "SETUSER", "sub", "on", ">pw", "+@all", "~*", "&chan*", "&news")
+    keep, lose, pat = Both(ours, theirs), Both(ours, theirs), Both(ours, theirs)
+    for x in (keep, lose, pat):
+        x.call("AUTH", "sub", "pw")
+    keep.call("SUBSCRIBE", "news")
+    lose.call("SUBSCRIBE", "chan1")
+    pat.call("PSUBSCRIBE", "chan*")
+    # Taking away a channel nobody uses closes nobody.
+    admin.call("ACL", "SETUSER", "sub", "resetchannels", "&chan*", "&news")
+    for x in (keep, lose, pat):
+        x.call("PING")
+    # chan1 still matches chan1*, but the pattern chan* is no longer a pattern of the user's.
+    admin.call("ACL", "SETUSER", "sub", "resetchannels", "&chan1*", "&news")
+    keep.call("PING")
+    lose.call("PING")
+    for conn in (pat.a, pat.b):
+        with pytest.raises(ConnectionClosed):
+            conn.call("PING")
+    admin.call("ACL", "SETUSER", "sub", "resetchannels", "&news")
+    keep.call("PING")
+    for conn in (lose.a, lose.b):
+        with pytest.raises(ConnectionClosed):
+            conn.call("PING")
+    admin.call("PUBLISH", "news", "still here")
+    for x in (admin, keep):
+        x.close()
+
+
 def test_requirepass_is_the_default_users_password(pair):
     ours, theirs = pair
     admin = Both(ours, theirs)
