@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [--seconds N] [--runs N] [target...]
 #     --seconds N  run each target N seconds (default 30; 0: no time limit, with --runs)
 #     --runs N     stop each target after N executions (default: no limit)
-#     target       resp_parser, repl_frame, topology, ssd_codec (default: all)
+#     target       resp_parser, repl_frame, topology, ssd_codec, config, kv_layout (default: all)
 # Fails on any crash, sanitizer report, leak, timeout or out-of-memory; the input that caused
 # it is left in build/fuzz/artifacts/<name>/ (add it to the seed corpus as a regression once
 # fixed). Prints each target's executions and execs/s.
@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-if [ ${#targets[@]} -eq 0 ]; then targets=(resp_parser repl_frame topology ssd_codec); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(resp_parser repl_frame topology ssd_codec config kv_layout); fi
 
 dir=build/fuzz
 launcher=()

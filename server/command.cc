@@ -33,14 +33,6 @@ void to_lower(std::string_view in, std::string* out) {
     (*out)[i] = static_cast<char>(fold(static_cast<unsigned char>(in[i])));
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (fold(static_cast<unsigned char>(a[i])) != fold(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
 void CommandTable::add(CommandSpec spec) {
   assert(equals_folded(spec.name, spec.name) && "command names are registered in lower case");
   if (by_name_.count(spec.name) != 0) return;

@@ -17,6 +17,7 @@
 
 #include "resp/parser.h"
 #include "resp/writer.h"
+#include "server/ascii.h"
 #include "server/keyspace_events.h"
 #include "tiering/keyspace.h"
 
@@ -189,7 +190,5 @@ class CommandTable {
 /// Lower-cases ASCII into `out` (reusing its storage).
 void to_lower(std::string_view in, std::string* out);
 
-/// Case-insensitive ASCII equality.
-bool iequals(std::string_view a, std::string_view b);
 
 }  // namespace server

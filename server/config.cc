@@ -6,14 +6,16 @@
 #include <climits>
 #include <cstdlib>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <toml.hpp>
 
-#include "server/command.h"
+#include "server/ascii.h"
+#include "server/notify_flags.h"
 #include "server/os_tuning.h"
-#include "server/keyspace_events.h"
-#include "tiering/eviction.h"
+#include "tiering/eviction_policy.h"
 #include "tiering/glob.h"
 
 namespace server {
@@ -354,7 +356,9 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
       const double d = std::strtod(text.c_str(), &end);
       if (text.empty() || end != text.c_str() + text.size() || !(d > 0.0 && d <= 1.0))
         return "argument must be a number greater than 0 and at most 1";
-      v = static_cast<int64_t>(d * kFractionScale + 0.5);
+      // At least one part per million: a tiny fraction must not read back as 0, which CONFIG
+      // SET would refuse.
+      v = std::max<int64_t>(1, static_cast<int64_t>(d * kFractionScale + 0.5));
       break;
     }
     case Type::kString: {
@@ -450,15 +454,24 @@ std::optional<std::string> flatten(const toml::value& table, const std::string& 
 }  // namespace
 
 std::optional<std::string> Config::load_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return path + ": cannot open the file";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_text(std::move(text).str(), path);
+}
+
+std::optional<std::string> Config::load_text(std::string text, const std::string& name) {
   std::vector<std::pair<std::string, std::string>> pairs;
   try {
-    const toml::value root = toml::parse(path);
-    if (auto err = flatten(root, "", &pairs)) return path + ": " + *err;
+    std::istringstream in(std::move(text));
+    const toml::value root = toml::parse(in, name);
+    if (auto err = flatten(root, "", &pairs)) return name + ": " + *err;
   } catch (const std::exception& e) {
     return e.what();
   }
-  for (const auto& [name, value] : pairs)
-    if (auto err = set(name, value, false)) return path + ": " + name + ": " + *err;
+  for (const auto& [key, value] : pairs)
+    if (auto err = set(key, value, false)) return name + ": " + key + ": " + *err;
   return std::nullopt;
 }
 

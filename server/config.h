@@ -139,6 +139,8 @@ class Config {
   /// Loads a TOML file. Returns an error text on failure (file unreadable, bad TOML, unknown
   /// key, bad value).
   std::optional<std::string> load_file(const std::string& path);
+  /// Loads TOML text (what load_file reads); `name` names it in errors. Same errors.
+  std::optional<std::string> load_text(std::string text, const std::string& name);
 
   /// Sets `name` (case-insensitive) to `value`. `runtime` = from CONFIG SET, which refuses
   /// immutable keys. Returns an error text (without "ERR") on failure.

@@ -4,8 +4,11 @@
 
 namespace tiering {
 
+// `give_up`: the rest of the pattern after some '*' matched no suffix of the string at all, so no
+// earlier '*' can help by matching more (Redis's skipLongerMatches, the fix of CVE-2022-36021:
+// without it "*a*a*a*a*a*a*a*a*b" against a long run of a's takes exponential time).
 static bool match(const char* p, const char* pend, const char* s, const char* send, bool nocase,
-                  int depth) {
+                  int depth, bool* give_up) {
   auto fold = [nocase](unsigned char c) { return nocase ? std::tolower(c) : c; };
   if (depth > 1000) return false;  // Redis bounds recursion the same way (skip long patterns)
   while (p < pend && s <= send) {
@@ -13,8 +16,11 @@ static bool match(const char* p, const char* pend, const char* s, const char* se
       case '*':
         while (p + 1 < pend && p[1] == '*') ++p;
         if (p + 1 == pend) return true;
-        for (; s <= send; ++s)
-          if (match(p + 1, pend, s, send, nocase, depth + 1)) return true;
+        for (; s <= send; ++s) {
+          if (match(p + 1, pend, s, send, nocase, depth + 1, give_up)) return true;
+          if (*give_up) return false;
+        }
+        *give_up = true;
         return false;
       case '?':
         if (s == send) return false;
@@ -62,8 +68,9 @@ static bool match(const char* p, const char* pend, const char* s, const char* se
 }
 
 bool glob_match(std::string_view pattern, std::string_view s, bool nocase) {
+  bool give_up = false;
   return match(pattern.data(), pattern.data() + pattern.size(), s.data(), s.data() + s.size(),
-               nocase, 0);
+               nocase, 0, &give_up);
 }
 
 }  // namespace tiering

@@ -62,6 +62,14 @@ TEST_CASE("glob_match (the ACL's patterns) follows stringmatchlen") {
   CHECK_FALSE(glob_match("HELLO", "hello"));
   // A hostile pattern stays linear-ish (no exponential backtracking).
   CHECK_FALSE(glob_match(std::string(50, '*') + "b", std::string(5000, 'a')));
+  // Stars apart (CVE-2022-36021): without Redis's skipLongerMatches this tries about
+  // C(200, 20) ways to place the stars and never ends.
+  std::string pattern;
+  for (int i = 0; i < 20; ++i) pattern += "*a";
+  CHECK_FALSE(glob_match(pattern + "*b", std::string(200, 'a')));
+  CHECK(glob_match(pattern + "*b", std::string(200, 'a') + "b"));
+  CHECK(glob_match("*a*b*a*", "xxbxxaxxbxxa"));
+  CHECK_FALSE(glob_match("*a*b*a*b", "xxbxxaxxbxxa"));
 }
 
 TEST_CASE("passwords: >, <, #, !, nopass, resetpass") {
