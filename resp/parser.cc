@@ -422,6 +422,24 @@ size_t Parser::reserved_bytes() const {
   return line_.size() + storage_.size() + large_reserved_;
 }
 
+size_t Parser::allocated_bytes() const {
+  // libstdc++ keeps up to 15 bytes in the string object itself.
+  auto heap = [](const std::string& str) { return str.capacity() > 15 ? str.capacity() : 0; };
+  return heap(line_) + heap(storage_) + args_.capacity() * sizeof(Arg) +
+         large_.capacity() * sizeof(LargeBulk) + req_.argv_.capacity() * sizeof(std::string_view) +
+         req_.owners_.capacity() * sizeof(Keepalive);
+}
+
+void Parser::shrink() {
+  if (done_) return;
+  line_.shrink_to_fit();
+  storage_.shrink_to_fit();  // arguments are offsets into it: moving it invalidates nothing
+  args_.shrink_to_fit();
+  large_.shrink_to_fit();
+  req_.argv_.shrink_to_fit();
+  req_.owners_.shrink_to_fit();
+}
+
 void Parser::reset() {
   clear_request();
   line_.clear();

@@ -148,6 +148,14 @@ class Parser {
   /// Drops any partial request and its buffers.
   void reset();
 
+  /// Heap bytes the parser keeps allocated (capacity of its line, argument storage and
+  /// argument vectors), used or not: what a client's query buffer costs in CLIENT LIST.
+  size_t allocated_bytes() const;
+  /// Gives back the capacity a large request left behind (the partial request, if any, is
+  /// kept, moved into buffers of its size). Does nothing while a request returned by feed()
+  /// is held (its argument views point into the storage): call after release_request().
+  void shrink();
+
   ParserLimits& limits() { return limits_; }
 
  private:

@@ -74,6 +74,18 @@ class Writer {
   void buffers(std::vector<OutBuffer>* out) const;
   /// Drops pending output and releases referenced values. Call after the write completed.
   void clear();
+  /// Heap bytes the writer keeps allocated for pending output (its buffer and reference list),
+  /// used or not.
+  size_t allocated_bytes() const {
+    return (inline_.capacity() > 15 ? inline_.capacity() : 0) + refs_.capacity() * sizeof(Ref);
+  }
+  /// Gives back the buffers' capacity when nothing is pending (an idle client's), else does
+  /// nothing.
+  void shrink() {
+    if (!empty()) return;
+    std::string().swap(inline_);
+    std::vector<Ref>().swap(refs_);
+  }
 
   /// Error replies written since construction (error() calls; clear() keeps the count): a
   /// caller compares it before and after a command to tell whether the command replied an

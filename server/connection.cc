@@ -18,7 +18,6 @@
 namespace server {
 
 namespace {
-constexpr size_t kReadBufferSize = 16 * 1024;
 // Replies pending past this many bytes are written before the batch ends, which bounds a
 // connection's output buffer under deep pipelines.
 constexpr size_t kFlushThreshold = 256 * 1024;
@@ -37,7 +36,6 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       created_ms_(tiering::now_ms()),
       last_ms_(created_ms_),
       parser_({}, [this](size_t len) { return allocate_bulk(len); }),
-      rbuf_(kReadBufferSize),
       pubsub_(server.pubsub()) {
   user_generation_ = server_.acl().generation();
   user_ = server_.acl().default_user();
@@ -160,8 +158,9 @@ asio::awaitable<void> Connection::linger_close() {
     asio::error_code ignored;
     if (!e) socket_.cancel(ignored);
   });
+  if (rbuf_ == nullptr) take_read_buffer();
   while (!closed_.load(std::memory_order_relaxed)) {
-    auto [read_ec, n] = co_await read_some(rbuf_);
+    auto [read_ec, n] = co_await read_some({rbuf_.get(), kReadBufferSize});
     if (read_ec) break;  // EOF, an error, or the deadline's cancel
     WorkerStats::bump(worker_.stats.net_in, n);
   }
@@ -366,6 +365,44 @@ int64_t Connection::idle_ms(int64_t now_ms) const {
   return now_ms - last_ms_.load(std::memory_order_relaxed);
 }
 
+void Connection::release_idle_buffers(int64_t now_ms) {
+  if (!holds_buffers_.load(std::memory_order_relaxed) || tls_ != nullptr ||
+      idle_ms(now_ms) < kIdleBufferMs)
+    return;
+  asio::post(worker_.io, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    // Only a read waiting for the socket is cancelled (it loses no byte, as wake_reader's);
+    // a client busy otherwise is tried again by the next sweep.
+    if (self == nullptr || !self->reading_ || self->closed_.load(std::memory_order_relaxed))
+      return;
+    self->shrink_requested_ = true;
+    asio::error_code ec;
+    self->socket_.cancel(ec);
+  });
+}
+
+void Connection::take_read_buffer() {
+  rbuf_.reset(new char[kReadBufferSize]);  // not zeroed: only what a read writes is touched
+  holds_buffers_.store(true, std::memory_order_relaxed);
+}
+
+void Connection::shrink_buffers() {
+  shrink_requested_ = false;
+  rbuf_.reset();
+  holds_buffers_.store(false, std::memory_order_relaxed);
+  parser_.shrink();
+  writer_.shrink();
+  std::vector<resp::OutBuffer>().swap(out_scratch_);
+  std::vector<MessageRef>().swap(inbox_);
+  note_query_buffer(0);
+}
+
+void Connection::note_query_buffer(size_t unread) {
+  qbuf_.store(unread, std::memory_order_relaxed);
+  const size_t rbuf = rbuf_ != nullptr ? kReadBufferSize - unread : 0;
+  qbuf_free_.store(rbuf + parser_.allocated_bytes(), std::memory_order_relaxed);
+}
+
 std::string Connection::describe(int64_t now_ms) const {
   std::lock_guard lock(info_mu_);
   std::string s;
@@ -403,9 +440,11 @@ std::string Connection::describe(int64_t now_ms) const {
   // list's bytes); oll: those messages.
   const Subscriber* box = pubsub_.mailbox();
   const size_t omem = out_bytes_.load(std::memory_order_relaxed) + (box ? box->queued_bytes() : 0);
-  s += " rbs=" + std::to_string(kReadBufferSize) + " rbp=0 obl=0 oll=" +
+  const size_t rbs = holds_buffers_.load(std::memory_order_relaxed) ? kReadBufferSize : 0;
+  s += " rbs=" + std::to_string(rbs) + " rbp=0 obl=0 oll=" +
        std::to_string(box ? box->queued() : 0) + " omem=" + std::to_string(omem);
-  s += " tot-mem=" + std::to_string(kReadBufferSize + qbuf + omem + pubsub_.memory());
+  s += " tot-mem=" + std::to_string(qbuf + qbuf_free_.load(std::memory_order_relaxed) + omem +
+                                    pubsub_.memory());
   s += " events=r cmd=" + (cmd ? cmd->full_name : std::string("NULL")) + " user=" + user_name_ + " redir=-1";
   s += " resp=" + std::to_string(resp_.load(std::memory_order_relaxed));
   s += " lib-name=" + lib_name_ + " lib-ver=" + lib_ver_;
@@ -534,7 +573,7 @@ asio::awaitable<void> Connection::run() {
       parser_.set_unauthenticated(!authenticated && server_.acl().default_needs_auth());
       parser_.limits().max_bulk_len = config.num(Key::kProtoMaxBulkLen);
       resp::Parser::Status st;
-      pos += parser_.feed(rbuf_.data() + pos, have - pos, &st);
+      pos += parser_.feed(rbuf_.get() + pos, have - pos, &st);
       if (st == resp::Parser::Status::kRequest) {
         const resp::Request& req = parser_.request();  // valid until the next feed()
         // While a script runs: a request that would lock a shard it holds waits here, on this
@@ -564,7 +603,7 @@ asio::awaitable<void> Connection::run() {
           if (script_call_) [[unlikely]]
             record_call(req, prepared_, co_await finish_script(), batch_ms);
         } else {
-          co_await process_tiered(req, batch_ms, std::string_view(rbuf_.data() + pos, have - pos));
+          co_await process_tiered(req, batch_ms, std::string_view(rbuf_.get() + pos, have - pos));
         }
         in_flight.end();  // the write is done: a handover need not wait for its reply to go out
         if (wait_) co_await finish_wait();
@@ -616,8 +655,7 @@ asio::awaitable<void> Connection::run() {
     }
     if (close_after_reply_ || handoff_) break;
     parser_.release_request();
-    qbuf_.store(0, std::memory_order_relaxed);
-    qbuf_free_.store(0, std::memory_order_relaxed);
+    note_query_buffer(0);
 
     // 4. Read more: into the large bulk's own buffer when inside one, else the read buffer.
     // A message that arrived while the replies were written goes first; one that arrives
@@ -633,16 +671,28 @@ asio::awaitable<void> Connection::run() {
       std::tie(read_ec, n) = co_await read_some(window);
       if (!read_ec) parser_.commit_large_bulk(n);
     } else {
-      std::tie(read_ec, n) = co_await read_some(rbuf_);
-      if (!read_ec) have = n;
+      if (rbuf_ == nullptr) {
+        // No read buffer (new, or given back while idle): wait until the socket has bytes,
+        // then take one. Over TLS the stream's engine may hold decrypted bytes: read at once.
+        if (tls_ == nullptr) {
+          std::tie(read_ec) = co_await socket_.async_wait(
+              Socket::wait_read, asio::experimental::as_tuple(asio::use_awaitable));
+        }
+        if (!read_ec) take_read_buffer();
+      }
+      if (!read_ec) {
+        std::tie(read_ec, n) = co_await read_some({rbuf_.get(), kReadBufferSize});
+        if (!read_ec) have = n;
+      }
     }
     reading_ = false;
-    if (read_ec == asio::error::operation_aborted && !closed_.load(std::memory_order_relaxed))
-      continue;  // woken for messages
+    if (read_ec == asio::error::operation_aborted && !closed_.load(std::memory_order_relaxed)) {
+      if (shrink_requested_) shrink_buffers();  // idle: release_idle_buffers cancelled the read
+      continue;  // or woken for messages
+    }
     if (read_ec) break;
     WorkerStats::bump(worker_.stats.net_in, n);
-    qbuf_.store(have, std::memory_order_relaxed);
-    qbuf_free_.store(have != 0 ? kReadBufferSize - have : 0, std::memory_order_relaxed);
+    note_query_buffer(have);
     batch_ms = tiering::now_ms();
     last_ms_.store(batch_ms, std::memory_order_relaxed);
   }

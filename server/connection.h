@@ -103,8 +103,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Client memory registered by KV.REGISTER; unmapped when the connection closes.
   rdma::SegmentTable segments;
   /// File descriptors received with SCM_RIGHTS (Unix socket), oldest first, each waiting for
-  /// the KV.REGISTER SHM that claims it; the rest are closed with the connection.
-  std::deque<int> passed_fds;
+  /// the KV.REGISTER SHM that claims it; the rest are closed with the connection. At most 64
+  /// (a vector: a deque allocates 576 bytes up front, for every connection).
+  std::vector<int> passed_fds;
   /// Keys this connection leased (KV.PREFIX ... PIN) and the deadline it asked, so that
   /// KV.UNPIN and closing end exactly its own leases.
   std::unordered_map<std::string, int64_t> pins;
@@ -176,6 +177,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string describe(int64_t now_ms) const;
   /// Milliseconds since the last request.
   int64_t idle_ms(int64_t now_ms) const;
+  /// After kIdleBufferMs without a byte read: the client gives back its read buffer and the
+  /// capacity its parser and reply writer kept (Redis frees an idle client's query buffer in
+  /// clientsCron); the next bytes take a new one. Not on tls-port (its reads are not
+  /// interrupted). Thread-safe: called by the cron, done on the connection's thread.
+  void release_idle_buffers(int64_t now_ms);
+  static constexpr int64_t kIdleBufferMs = 2000;
+  /// Bytes of the read buffer (16 KiB).
+  static constexpr size_t kReadBufferSize = 16 * 1024;
 
   /// Runs one request through every stage of the pipeline, without the SSD tier (pipeline.cc).
   /// `now_ms` is the wall clock of the batch it came in.
@@ -337,7 +346,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   resp::Parser parser_;
   resp::Writer writer_;
-  std::vector<char> rbuf_;
+  // The read buffer (kReadBufferSize bytes, or null): taken once the socket has bytes to read
+  // (an idle connection waits for them holding none), given back by release_idle_buffers.
+  std::unique_ptr<char[]> rbuf_;
+  std::atomic<bool> holds_buffers_{false};  // rbuf_ is held (the cron's hint)
+  bool shrink_requested_ = false;  // the read was cancelled to give the buffers back
+  void take_read_buffer();
+  void shrink_buffers();
+  // Publishes CLIENT LIST's qbuf (`unread` bytes) and qbuf-free (the rest of what the read
+  // buffer and the parser hold).
+  void note_query_buffer(size_t unread);
   std::vector<resp::OutBuffer> out_scratch_;
   std::atomic<size_t> reserved_counted_{0};  // this client's part of reserved_bulk_bytes
   std::atomic<size_t> heap_counted_{0};      // ... of query_heap_bytes

@@ -29,22 +29,6 @@ std::string random_hex(size_t n) {
   return s;
 }
 
-std::string endpoint_text(const asio::ip::tcp::endpoint& ep) {
-  auto addr = ep.address();
-  if (addr.is_v6() && addr.to_v6().is_v4_mapped())
-    addr = asio::ip::make_address_v4(asio::ip::v4_mapped, addr.to_v6());
-  std::string host = addr.to_string();
-  if (addr.is_v6()) host = "[" + host + "]";
-  return host + ":" + std::to_string(ep.port());
-}
-
-bool is_loopback(const asio::ip::address& a) {
-  if (a.is_v4()) return a.to_v4().is_loopback();
-  auto v6 = a.to_v6();
-  return v6.is_loopback() ||
-         (v6.is_v4_mapped() && asio::ip::make_address_v4(asio::ip::v4_mapped, v6).is_loopback());
-}
-
 }  // namespace
 
 Server::Server(Config& config, void (*more_commands)(CommandTable&))
@@ -121,6 +105,7 @@ std::optional<std::string> Server::listen() {
     acceptor->set_option(asio::socket_base::reuse_address(true));
     acceptor->bind(ep);
     acceptor->listen(static_cast<int>(config_.num(Key::kTcpBacklog)));
+    acceptor->non_blocking(true);  // accept_batch drains it until EAGAIN
     return acceptor->local_endpoint().port();
   };
   // TLS first, as Redis: files that do not load stop the start before any port is open.
@@ -130,7 +115,7 @@ std::optional<std::string> Server::listen() {
   if (port != 0 || (tls_port == 0 && path.empty())) {
     try {
       tcp_port_ = open_tcp(tcp_acceptor_, port);
-      accept_tcp(*tcp_acceptor_, false);
+      wait_accept(*tcp_acceptor_, Listener::kTcp);
     } catch (const std::exception& e) {
       return "could not listen on " + config_.str(Key::kBind) + ":" + std::to_string(port) +
              ": " + e.what();
@@ -139,7 +124,7 @@ std::optional<std::string> Server::listen() {
   if (tls_port != 0) {
     try {
       tls_port_ = open_tcp(tls_acceptor_, tls_port);
-      accept_tcp(*tls_acceptor_, true);
+      wait_accept(*tls_acceptor_, Listener::kTls);
     } catch (const std::exception& e) {
       return "could not listen on " + config_.str(Key::kBind) + ":" + std::to_string(tls_port) +
              " (tls-port): " + e.what();
@@ -151,7 +136,8 @@ std::optional<std::string> Server::listen() {
       unix_acceptor_.emplace(main_io_, asio::local::stream_protocol::endpoint(path));
       if (int perm = static_cast<int>(config_.num(Key::kUnixSocketPerm)); perm != 0)
         ::chmod(path.c_str(), perm);
-      accept_unix();
+      unix_acceptor_->non_blocking(true);
+      wait_accept(*unix_acceptor_, Listener::kUnix);
     } catch (const std::exception& e) {
       return "could not listen on unix socket " + path + ": " + e.what();
     }
@@ -175,71 +161,6 @@ std::optional<std::string> Server::configure_tls() {
 std::shared_ptr<TlsContext> Server::tls_context() const {
   std::lock_guard lock(tls_mu_);
   return tls_ctx_;
-}
-
-void Server::accept_tcp(asio::ip::tcp::acceptor& acceptor, bool tls) {
-  Worker& worker = *workers_[next_worker_++ % workers_.size()];
-  acceptor.async_accept(worker.io, [this, &worker, &acceptor, tls](asio::error_code ec,
-                                                                  asio::ip::tcp::socket sock) {
-    if (ec) {
-      if (!stopping_) accept_tcp(acceptor, tls);
-      return;
-    }
-    stats_.connections_received.fetch_add(1);
-    asio::error_code ignore;
-    sock.set_option(asio::ip::tcp::no_delay(true), ignore);
-    (void)set_tcp_keepalive(sock.native_handle(), config_.num(Key::kTcpKeepalive));
-    auto peer = sock.remote_endpoint(ignore);
-    auto local = sock.local_endpoint(ignore);
-    auto reject = [&](std::string_view text) {
-      // On tls-port no plain text goes out before the handshake: the client is only dropped.
-      if (!tls) {
-        std::string line = "-" + std::string(text) + "\r\n";
-        asio::write(sock, asio::buffer(line), ignore);
-      }
-      sock.close(ignore);
-      stats_.connections_rejected.fetch_add(1);
-    };
-    if (clients_.count() >= static_cast<size_t>(config_.num(Key::kMaxClients))) {
-      reject(err::kMaxClients);
-    } else if (config_.num(Key::kProtectedMode) && config_.num(Key::kRequirePass) == 0 &&
-               !is_loopback(local.address()) && !is_loopback(peer.address())) {
-      reject(err::kProtectedMode);
-    } else {
-      int family = peer.address().is_v6() ? AF_INET6 : AF_INET;
-      Connection::Socket generic(worker.io, asio::generic::stream_protocol(family, IPPROTO_TCP),
-                                 sock.release());
-      std::make_shared<Connection>(*this, worker, std::move(generic), endpoint_text(peer),
-                                   endpoint_text(local), false,
-                                   tls ? tls_context() : nullptr)
-          ->start();
-    }
-    if (!stopping_) accept_tcp(acceptor, tls);
-  });
-}
-
-void Server::accept_unix() {
-  Worker& worker = *workers_[next_worker_++ % workers_.size()];
-  unix_acceptor_->async_accept(worker.io, [this, &worker](asio::error_code ec,
-                                                           asio::local::stream_protocol::socket s) {
-    if (ec) {
-      if (!stopping_) accept_unix();
-      return;
-    }
-    stats_.connections_received.fetch_add(1);
-    if (clients_.count() >= static_cast<size_t>(config_.num(Key::kMaxClients))) {
-      std::string line = "-" + std::string(err::kMaxClients) + "\r\n";
-      asio::error_code ignore;
-      asio::write(s, asio::buffer(line), ignore);
-      stats_.connections_rejected.fetch_add(1);
-    } else {
-      Connection::Socket generic(worker.io, asio::generic::stream_protocol(AF_UNIX, 0),
-                                 s.release());
-      std::string path = config_.str(Key::kUnixSocket);
-      std::make_shared<Connection>(*this, worker, std::move(generic), path, path, true)->start();
-    }
-    if (!stopping_) accept_unix();
-  });
 }
 
 tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_evict) {
@@ -378,10 +299,15 @@ void Server::cron() {
     last_ops_ = ops;
     last_ops_ms_ = now;
     // Idle clients (`timeout` seconds, 0 = never); subscribers wait for messages, and are
-    // never idle (clientsCronHandleTimeout).
-    if (int64_t timeout = config_.num(Key::kTimeout); timeout > 0) {
+    // never idle (clientsCronHandleTimeout). Once a second, clients idle for 2 s give their
+    // read buffers back (clientsCronResizeQueryBuffer).
+    const int64_t timeout = config_.num(Key::kTimeout);
+    const bool sweep_buffers = now - last_buffer_sweep_ms_ >= 1000;
+    if (sweep_buffers) last_buffer_sweep_ms_ = now;
+    if (timeout > 0 || sweep_buffers) {
       clients_.for_each([&](Connection& c) {
-        if (c.idle_ms(now) > timeout * 1000 && !c.pubsub().active()) c.close();
+        if (timeout > 0 && c.idle_ms(now) > timeout * 1000 && !c.pubsub().active()) c.close();
+        else if (sweep_buffers) c.release_idle_buffers(now);
       });
     }
     cron();

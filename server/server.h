@@ -7,6 +7,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstdint>
@@ -274,9 +275,20 @@ class Server {
   std::shared_ptr<TlsContext> tls_context() const;
 
  private:
-  // Accepts the next client of `acceptor`: the plain TCP port, or tls-port with `tls`.
-  void accept_tcp(asio::ip::tcp::acceptor& acceptor, bool tls);
-  void accept_unix();
+  // Accepting clients (accept.cc). A listener waits until its listen queue has connections,
+  // then accepts them in one batch of non-blocking accept4 calls (up to kMaxAcceptsPerCall,
+  // Redis's MAX_ACCEPTS_PER_CALL); each is checked against maxclients and protected-mode here
+  // and set up (socket options, addresses, the Connection) on the worker it goes to, round
+  // robin. `kind` is the plain TCP port, tls-port or the Unix socket.
+  enum class Listener : uint8_t { kTcp, kTls, kUnix };
+  template <typename Acceptor>
+  void wait_accept(Acceptor& acceptor, Listener kind);
+  // Accepts what `listen_fd` has queued. False when accept4 failed for lack of descriptors or
+  // memory: the caller waits a little before trying again (the queue stays readable).
+  bool accept_batch(int listen_fd, Listener kind);
+  // On `worker`'s thread: the setup of one accepted socket `fd` from `peer` (`peer_len` bytes).
+  void adopt(Worker& worker, int fd, Listener kind, const sockaddr_storage& peer,
+             socklen_t peer_len);
   void cron();
   void sync_eviction_options();
   void stop_ssd_tier();
@@ -306,6 +318,8 @@ class Server {
 
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
+  // Sockets accepted and handed to a worker, not yet in clients_: maxclients counts them.
+  std::atomic<size_t> adopting_{0};
   asio::io_context main_io_{1};  // listeners, cron and signals
   std::optional<asio::ip::tcp::acceptor> tcp_acceptor_;
   std::optional<asio::ip::tcp::acceptor> tls_acceptor_;
@@ -323,6 +337,7 @@ class Server {
   uint16_t tls_port_ = 0;
   uint64_t last_ops_ = 0;
   int64_t last_ops_ms_ = 0;
+  int64_t last_buffer_sweep_ms_ = 0;  // cron: when idle clients last gave buffers back
   ScriptRunner scripts_;  // its threads run commands: stopped in run() and before the rest
   // Last: destroyed first (the tier refers to the keyspace; the pool's jobs to the tier).
   std::unique_ptr<tiering::SsdTier> ssd_;

@@ -210,7 +210,7 @@ void cmd_register(CommandContext& ctx) {
     if (!length || *length < 0) return ctx.out.error(err::kNotInteger);
     if (conn.passed_fds.empty()) return ctx.out.error(err::kShmNeedsFd);
     const int fd = conn.passed_fds.front();
-    conn.passed_fds.pop_front();
+    conn.passed_fds.erase(conn.passed_fds.begin());
     std::string error;
     const uint64_t id = conn.segments.add_shm(fd, static_cast<uint64_t>(*length), error);
     if (id == 0) return ctx.out.error(error);

@@ -460,3 +460,29 @@ TEST_CASE("parser: the allocator sees the arguments before the bulk, and may dis
   std::vector<std::string_view> none;
   CHECK(parser.partial_request(&none) == 0);  // between requests
 }
+
+TEST_CASE("parser: shrink gives back what a large request grew, keeping a partial request") {
+  Parser parser;
+  std::string big = "*20001\r\n$4\r\nMSET\r\n";
+  for (int i = 0; i < 10000; ++i) big += "$6\r\nk" + std::to_string(100000 + i).substr(1) + "\r\n$2\r\nvv\r\n";
+  const size_t empty = parser.allocated_bytes();
+  auto out = parse_chunks(parser, {big});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].size() == 20002);
+  const size_t grown = parser.allocated_bytes();
+  CHECK(grown > empty + 20000 * sizeof(std::string_view));
+  parser.shrink();  // a returned request is held: nothing moves
+  CHECK(parser.allocated_bytes() == grown);
+  parser.release_request();
+  // A partial request survives: its two complete arguments and the rest arriving later.
+  out = parse_chunks(parser, {"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhel"});
+  CHECK(out.empty());
+  parser.shrink();
+  CHECK(parser.allocated_bytes() < grown / 10);
+  out = parse_chunks(parser, {"lo\r\n"});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] == Args{"multibulk:", "SET", "k", "hello"});
+  parser.release_request();
+  parser.shrink();
+  CHECK(parser.allocated_bytes() <= 64);
+}

@@ -238,3 +238,21 @@ TEST_CASE("writer: errors are counted and observed; rewind drops a partial reply
   w.clear();
   CHECK(w.errors() == 1);  // clear() keeps the count
 }
+
+TEST_CASE("writer: shrink gives back the buffers only when nothing is pending") {
+  resp::Writer w;
+  for (int i = 0; i < 10000; ++i) w.bulk("0123456789");
+  const size_t grown = w.allocated_bytes();
+  CHECK(grown >= w.pending_bytes());
+  w.shrink();  // pending output stays
+  CHECK(w.allocated_bytes() == grown);
+  CHECK(!w.empty());
+  w.clear();
+  w.shrink();
+  CHECK(w.allocated_bytes() == 0);
+  w.ok();
+  std::vector<resp::OutBuffer> out;
+  w.buffers(&out);
+  REQUIRE(out.size() == 1);
+  CHECK(std::string_view(out[0].data, out[0].size) == "+OK\r\n");
+}
