@@ -155,8 +155,8 @@ TEST_CASE("store: a failed WAL write fails its batch whole and halts writes unti
   wal_failure_halts(FaultyFs::Error::kNoSpace);
 }
 
-TEST_CASE("store: a failed flush, sync or file creation halts writes; nothing acknowledged is "
-          "lost") {
+TEST_CASE("store: a failed flush (a file write, sync, creation or read-back) halts writes; nothing "
+          "acknowledged is lost") {
   struct Case {
     const char* name;
     Op op;
@@ -165,7 +165,8 @@ TEST_CASE("store: a failed flush, sync or file creation halts writes; nothing ac
   for (const Case& c : {Case{"blob write", Op::kWrite, FaultyFs::kBlob},
                         Case{"table write", Op::kWrite, FaultyFs::kSst},
                         Case{"file creation", Op::kCreate, FaultyFs::kBlob | FaultyFs::kSst},
-                        Case{"sync", Op::kSync, FaultyFs::kAny}}) {
+                        Case{"sync", Op::kSync, FaultyFs::kAny},
+                        Case{"new table read back", Op::kRead, FaultyFs::kSst}}) {
     CAPTURE(c.name);
     TempDir dir;
     auto fs = FaultyFs::make();
