@@ -119,7 +119,7 @@ std::unique_ptr<Evictor> evictor(Keyspace& ks, SsdTier& tier) {
   return ev;
 }
 
-// Demotes `a0`..`a{n-1}` and waits until they are on SSD only.
+// Puts `<prefix>0`..`<prefix>{n-1}`, demotes them and waits until they are on SSD only.
 void demote_all(SsdTier& tier, Keyspace& ks, const char* prefix, int n) {
   for (int i = 0; i < n; ++i) put(ks, key(prefix, i));
   for (int i = 0; i < n; ++i) REQUIRE(demote(tier, ks, key(prefix, i)) > 0);
@@ -352,8 +352,10 @@ TEST_CASE("tier: values demoted and loaded while faults come and go read back ri
   CHECK(wrong == 0);
   CHECK(unclear == 0);
   CHECK(right > 0);
-  MESSAGE("right=" << right.load() << " errors=" << errors.load() << " reads=" << tier->stats().reads.load() << " read_faults=" << fs->failed(Op::kRead) << " write_errors="
-                   << tier->stats().write_errors.load()
+  MESSAGE("right=" << right.load() << " errors=" << errors.load()
+                   << " reads=" << tier->stats().reads.load()
+                   << " read_faults=" << fs->failed(Op::kRead)
+                   << " write_errors=" << tier->stats().write_errors.load()
                    << " halted=" << tier->store().halted());
   // Every key is still there with its last value: in memory, or loaded from SSD.
   for (int t = 0; t < kThreads; ++t)
