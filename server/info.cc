@@ -308,6 +308,7 @@ void section_tiering(Server& srv, int64_t, std::string* s) {
   field(s, "ssd_last_error", ssd ? ssd->last_error() : srv.ssd_error());
   field(s, "ssd_path", srv.config().str(Key::kSsdPath));
   if (ssd == nullptr) return;
+  field(s, "ssd_read_only", ssd->store().halted() ? 1 : 0);
   tiering::SsdTierStats& st = ssd->stats();
   tiering::SsdStore& store = ssd->store();
   field(s, "ssd_capacity", store.options().capacity);

@@ -6,7 +6,9 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -62,6 +64,35 @@ bool known_family(std::string_view name) {
 
 }  // namespace
 
+// Halts the store (SsdStore::halted()) on a failed WAL append or an error RocksDB cannot resume
+// from. Called by RocksDB with its mutex held: records the error, nothing more.
+class SsdHaltListener : public rocksdb::EventListener {
+ public:
+  explicit SsdHaltListener(SsdStore* store) : store_(store) {}
+  void OnBackgroundError(rocksdb::BackgroundErrorReason reason, rocksdb::Status* error) override {
+    if (error == nullptr || error->ok()) return;
+    const bool wal = reason == rocksdb::BackgroundErrorReason::kWriteCallback ||
+                     reason == rocksdb::BackgroundErrorReason::kMemTable;
+    if (wal || error->severity() >= rocksdb::Status::Severity::kFatalError) store_->halt(*error);
+  }
+
+ private:
+  SsdStore* store_;  // outlives the database (closed in ~SsdStore)
+};
+
+void SsdStore::halt(const rocksdb::Status& error) {
+  std::lock_guard lock(halt_mu_);
+  if (halted_.load(std::memory_order_relaxed)) return;
+  halt_error_ = SsdStatus::from(error, "RocksDB stopped writes until a restart after");
+  halted_.store(true, std::memory_order_release);
+}
+
+SsdStatus SsdStore::halt_status(std::string_view what) const {
+  if (!halted()) return {};
+  std::lock_guard lock(halt_mu_);
+  return {halt_error_.code, std::string(what) + ": " + halt_error_.message};
+}
+
 SsdStore::SsdStore(SsdOptions options) : options_(std::move(options)) {}
 
 SsdStore::~SsdStore() {
@@ -109,6 +140,13 @@ SsdStatus SsdStore::open_db(bool wipe) {
   db.max_log_file_size = 8 << 20;
   db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db.avoid_unnecessary_blocking_io = true;
+  if (!listener_) listener_ = std::make_shared<SsdHaltListener>(this);
+  db.listeners.push_back(listener_);
+  if (options_.file_system) {
+    // Shares Env::Default()'s threads and clock; only the file I/O goes through the given one.
+    if (!env_) env_ = rocksdb::NewCompositeEnv(options_.file_system);
+    db.env = env_.get();
+  }
 
   cache_ = rocksdb::NewLRUCache(32 << 20);
   rocksdb::BlockBasedTableOptions table;
@@ -248,6 +286,7 @@ uint64_t SsdStore::free_bytes() const {
 
 SsdStatus SsdStore::write(const SsdBatch& batch) {
   if (batch.empty()) return {};
+  if (halted()) return halt_status("write");
   // A full disk is refused here, before RocksDB meets ENOSPC halfway through a WAL record or a
   // flush (which leaves it read-only until resumed). New bytes take room twice (WAL, then a
   // blob or SST file at flush), and the memtables being flushed need their room too.
@@ -384,6 +423,7 @@ SsdStatus SsdStore::read(std::string_view key,
 }
 
 SsdStatus SsdStore::flush() {
+  if (halted()) return halt_status("flush");
   rocksdb::FlushOptions fo;
   fo.wait = true;
   rocksdb::Status s = db_->Flush(fo, {values_, records_, order_, format_});
@@ -391,7 +431,10 @@ SsdStatus SsdStore::flush() {
   return SsdStatus::from(s, "flush");
 }
 
-SsdStatus SsdStore::resume() { return SsdStatus::from(db_->Resume(), "resume"); }
+SsdStatus SsdStore::resume() {
+  if (halted()) return halt_status("resume");
+  return SsdStatus::from(db_->Resume(), "resume");
+}
 
 uint64_t SsdStore::disk_bytes() const {
   uint64_t total = 0;

@@ -56,6 +56,9 @@ class DB;
 class ColumnFamilyHandle;
 class Status;
 class Cache;
+class Env;
+class EventListener;
+class FileSystem;
 }  // namespace rocksdb
 
 namespace tiering {
@@ -104,6 +107,11 @@ struct SsdOptions {
   /// Where open() says what it did to an existing store (a format conversion, its progress).
   /// Called on the opening thread; null: nothing is said.
   std::function<void(bool warning, std::string_view message)> log;
+  /// The filesystem RocksDB does its file I/O through. Null (production): the default (POSIX)
+  /// one. Set only by tests, to inject I/O errors (tests/fakes/faulty_fs.h); the store keeps a
+  /// reference for its lifetime and uses it from RocksDB's threads, so it must be thread-safe.
+  /// The store's own directory checks (statvfs, file sizes, markers) bypass it.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 /// What scan() reports for one record.
@@ -169,6 +177,8 @@ struct SsdMemory {
   uint64_t table_readers = 0;  ///< SST indexes and filters
   uint64_t total() const { return memtables + block_cache + table_readers; }
 };
+
+class SsdHaltListener;
 
 class SsdStore {
  public:
@@ -256,7 +266,21 @@ class SsdStore {
   /// Writes the memtables to SST and blob files (and the WAL to disk).
   SsdStatus flush();
   /// After a background error (a full disk) left RocksDB read-only: tries to resume writes.
+  /// Fails, with the error that stopped it, while halted().
   SsdStatus resume();
+  /// Whether the store stopped every write until it is opened again (the server restarts):
+  /// after a failed WAL append (any error, ENOSPC included), or any error RocksDB itself cannot
+  /// resume from (its "fatal" background error: an I/O error writing, syncing or creating a
+  /// blob or table file in a flush or compaction, or reading one back). write(), remove(),
+  /// drop_oldest(), sweep_expired(), clear(), flush(), reclaim() and resume() then fail with
+  /// halt_status() at once, without calling RocksDB (Debian's RocksDB 7.8 is built with
+  /// assertions and aborts when a WAL writer that failed is synced again). Reads, scans and the
+  /// figures keep working, memtables included. A no-space error in a flush does not halt: it is
+  /// resumed (resume(), or RocksDB's own recovery). Sticky; thread-safe.
+  bool halted() const { return halted_.load(std::memory_order_acquire); }
+  /// Why the store halted, as a status of the call `what` ("write", ...): the code and message
+  /// of the error that halted it. OK when not halted.
+  SsdStatus halt_status(std::string_view what) const;
 
   /// Live bytes (keys + values) and records.
   uint64_t live_bytes() const { return live_bytes_.load(std::memory_order_relaxed); }
@@ -298,6 +322,14 @@ class SsdStore {
   rocksdb::ColumnFamilyHandle* format_ = nullptr;
   rocksdb::ColumnFamilyHandle* v1_meta_ = nullptr;  // format 1's `meta`, until converted
   std::shared_ptr<rocksdb::Cache> cache_;
+  std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system (null: Env::Default())
+  friend class SsdHaltListener;
+  // Called by the listener (RocksDB's threads): halts the store with `error` (first one wins).
+  void halt(const rocksdb::Status& error);
+  std::shared_ptr<rocksdb::EventListener> listener_;  // calls halt()
+  std::atomic<bool> halted_{false};
+  mutable std::mutex halt_mu_;
+  SsdStatus halt_error_;  // under halt_mu_, set once with halted_
   std::mutex write_mu_;
   uint64_t next_seq_ = 1;  // under write_mu_
   std::atomic<uint64_t> live_bytes_{0}, live_records_{0};

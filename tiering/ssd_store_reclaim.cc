@@ -74,6 +74,7 @@ uint64_t SsdStore::reclaim_target(const SsdReclaimOptions& o) const {
 
 SsdStatus SsdStore::reclaim(const SsdReclaimOptions& o, SsdReclaimResult* result,
                             std::atomic<bool>* canceled) {
+  if (halted()) return halt_status("reclaim");
   SsdReclaimResult r;
   r.disk_before = r.disk_after = disk_bytes();
   const uint64_t target = reclaim_target(o);

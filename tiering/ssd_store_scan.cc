@@ -69,6 +69,7 @@ SsdStatus SsdStore::scan_range(std::string_view lower, std::string_view upper, i
 SsdStatus SsdStore::drop_oldest(uint64_t target, size_t max_records,
                                 const std::function<bool(std::string_view key)>& may_drop,
                                 std::vector<std::string>* dropped) {
+  if (halted()) return halt_status("drop oldest");
   std::lock_guard lock(write_mu_);
   try {
     rocksdb::WriteOptions wo;
@@ -118,6 +119,7 @@ SsdStatus SsdStore::drop_oldest(uint64_t target, size_t max_records,
 }
 
 SsdStatus SsdStore::sweep_expired(int64_t now_ms, size_t budget, size_t* removed) {
+  if (halted()) return halt_status("sweep expired");
   std::lock_guard lock(write_mu_);
   size_t n = 0;
   if (removed != nullptr) *removed = 0;
@@ -157,6 +159,7 @@ SsdStatus SsdStore::sweep_expired(int64_t now_ms, size_t budget, size_t* removed
 }
 
 SsdStatus SsdStore::clear() {
+  if (halted()) return halt_status("clear");
   std::lock_guard lock(write_mu_);
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;

@@ -146,8 +146,11 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
 
   // ---- Demoter ----
   uint64_t demote(Shard& shard, Shard::Item* item, int64_t now, bool queue) override;
+  /// Healthy, or past the retry time of a failure; never while the store is halted (RocksDB
+  /// stopped writes until a restart: SsdStore::halted()).
   bool accepting(int64_t now) const override {
-    return healthy() || now >= retry_at_ms_.load(std::memory_order_relaxed);
+    return healthy() ||
+           (now >= retry_at_ms_.load(std::memory_order_relaxed) && !store_->halted());
   }
   bool selective() const override { return selective_.load(std::memory_order_relaxed); }
   void unwritten_eviction() override {
@@ -223,6 +226,8 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   // Applies `ops` (written together, or failed with `st`) to the keyspace.
   void commit(std::vector<Op>& ops, const SsdStatus& st);
   void fail(const SsdStatus& st, bool records_may_be_stale);
+  // Writer thread: one log line when the store halted (SsdStore::halted()).
+  void note_halt();
   void drop_to_capacity();
   void log(bool warning, const std::string& m) const;
   // A change made `key`'s record (if any) stale: queue its removal (and, unless it `expired`,
@@ -267,6 +272,7 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   std::string last_error_;
   int64_t backoff_ms_ = 0;  // writer thread only
   bool failing_ = false;    // writer thread only: a failure episode was logged
+  bool halt_logged_ = false;  // writer thread only: note_halt() said it
   std::atomic<bool> disk_full_{false};  // the last failure was a full disk
 
   std::atomic<bool> selective_;

@@ -54,6 +54,7 @@ void SsdTier::run_writer() {
           healthy_.store(true);
         } else {
           retry_at_ms_.store(now + std::max<int64_t>(backoff_ms_, 1000));
+          note_halt();
         }
       }
       if (now - last_sweep >= kSweepEveryMs) {
@@ -199,12 +200,21 @@ void SsdTier::fail(const SsdStatus& st, bool records_may_be_stale) {
                                   : ", demotion paused (values stay in memory): ") +
                   st.message);
   }
+  note_halt();
   if (records_may_be_stale) {
     // A removal did not reach the disk: the store may now hold a value a write superseded.
     // It must not come back at the next start: mark the store for wiping.
     std::ofstream(dirty_marker(options_.store.path));
     log(true, "ssd tier: a record removal failed; the store will be wiped at the next start");
   }
+}
+
+void SsdTier::note_halt() {
+  if (halt_logged_ || !store_->halted()) return;
+  halt_logged_ = true;
+  log(true, "ssd tier: the store stopped all writes: no demotion until the server restarts "
+            "(values on SSD are still read; INFO ssd_read_only:1): " +
+                store_->halt_status("write").message);
 }
 
 void SsdTier::drop_to_capacity() {

@@ -310,6 +310,8 @@ sys.path.insert(0, %r)
 from fastpath_util import FastConn, Segment
 c = FastConn(%r)
 seg = Segment(64 << 20)
+for i in range(64):  # each value its own bytes: a partial or mixed one would show
+    seg.write(i << 20, (b"%%08d" %% i) * (1 << 17))
 c.register(seg)
 n = 64
 args = [n]
@@ -328,6 +330,10 @@ while True:
     while r.info("fastpath")["fastpath_segments"] != base and time.time() < deadline:
         time.sleep(0.05)
     assert r.info("fastpath")["fastpath_segments"] == base
+    # No partial value visible: each key is absent or whole.
+    for i in range(64):
+        v = r.get("kill:%d" % i)
+        assert v is None or v == (b"%08d" % i) * (1 << 17), i
     assert r.ping()
 
 

@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 import harness
 from harness import tier, wait_until
@@ -75,7 +76,7 @@ def test_working_set_of_5x_maxmemory_reads_back_byte_exact_with_ttls(start_serve
     # Memory stays within maxmemory (one value in flight beyond it), the rest went to SSD.
     assert max_counted <= 16 * MiB + 2 * MiB, max_counted
     info = r.info("tiering")
-    assert info["ssd_status"] == "ok"
+    assert info["ssd_status"] == "ok" and info["ssd_read_only"] == 0, info
     assert info["demotions"] > 40, info
     assert info["ssd_only_keys"] > 40, info
     assert r.info("stats")["evicted_keys"] == 0
@@ -401,6 +402,8 @@ def test_full_disk_keeps_values_in_memory_and_says_so(tmpfs, start_server):
     info = r.info("tiering")
     assert info["ssd_write_errors"] > 0 and info["ssd_status"] == "error", info
     assert "space" in info["ssd_last_error"].lower(), info
+    # The free-space check refused the writes: RocksDB never met ENOSPC, so nothing halted.
+    assert info["ssd_read_only"] == 0, info
     assert errors <= {"OOM"}, errors
     for i in acked:  # nothing acknowledged is lost
         assert r.get("x:%d" % i) == pattern("x", i), i
@@ -473,3 +476,33 @@ def test_fast_path_reads_values_on_ssd(start_server, tmp_path):
         assert seg.read((i + 1) * 2 * MiB, MiB) == pattern(k, i + 1)
     assert r.info("tiering")["ssd_reads"] == reads + 4
     c.close()
+
+
+def test_a_read_that_fails_mid_get_is_an_error_for_that_command_not_a_hang(start_server, tmp_path):
+    """A value on SSD whose blob file went bad under the server (truncated: RocksDB's read comes
+    back short) is an error reply for the command that reads it, promptly; the key stays on SSD,
+    other keys read on, the server serves on. (Injected I/O errors, unit level: ssd_fault_test.)"""
+    keys = ["bad:%d" % i for i in range(8)]
+    srv, r = demoted(start_server, tmp_path / "ssd", keys, tiering__ssd__write_buffer_size="1mb")
+    blobs = list((tmp_path / "ssd").glob("*.blob"))
+    wait_until("blob files", lambda: any(b.stat().st_size > 0 for b in
+                                         (tmp_path / "ssd").glob("*.blob")))
+    for b in (tmp_path / "ssd").glob("*.blob"):
+        os.truncate(b, 0)
+    failed = []
+    for i, k in enumerate(keys):
+        try:
+            v = r.get(k)
+        except redis.ResponseError as e:
+            assert str(e).startswith("SSD tier read failed: read: "), e
+            failed.append(k)
+            continue
+        assert v == pattern(k, i), k  # still in a memtable: read right
+    assert failed, "no read met the truncated files: %s" % blobs
+    info = r.info("tiering")
+    assert info["ssd_read_errors"] >= len(failed), info
+    for k in failed:
+        assert tier(r, k) == "ssd"  # not dropped: a later read may succeed
+    assert r.set("after", b"v") and r.get("after") == b"v"
+    assert srv.alive()
+
