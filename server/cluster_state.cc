@@ -256,6 +256,10 @@ std::optional<std::string> ClusterState::start(uint16_t tcp_port) {
   self_.host = announced_host(config_);
   const int64_t port = config_.num(Key::kClusterAnnouncePort);
   self_.port = port != 0 ? static_cast<uint16_t>(port) : tcp_port;
+  // The record carries tls-port too: a replica with tls-replication (or a migration's target
+  // with tls-cluster) links to it (docs/tls.md). Set at start only, so the configured value is
+  // the port listened on.
+  self_.tls_port = static_cast<uint16_t>(config_.num(Key::kTlsPort));
   std::string unix_socket = config_.str(Key::kUnixSocket);
   if (!unix_socket.empty()) {
     std::error_code ec;
