@@ -363,6 +363,11 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
                        !topology->shards[static_cast<size_t>(view->my_shard)].replicas.empty();
     fencing_.store(fence);
     update_fence();
+    // A manual failover paused this node's writes (REPLCONF pause-writes, up to 10 s) and then
+    // made it a replica: the pause ends here, or a promotion back within those seconds would
+    // find its writes still refused. (Lifting it from the new primary instead could let this
+    // node write before it learnt its new role.)
+    if (!view->i_am_primary) owner_.pause_writes_until(0);
   }
   // Follow this node's role: a replica replicates from its shard's primary.
   if (role_hook_ && view->my_shard >= 0) {
