@@ -12,6 +12,8 @@
 #include <map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace cluster {
 
 namespace {
@@ -61,6 +63,22 @@ class Peer {
  private:
   int fd_ = -1;
 };
+
+// The whole seconds lease `id` has left as etcd counts them (LeaseTimeToLive, truncated toward
+// zero): negative once it expired a second or more ago, or -1 when etcd has no such lease.
+int64_t lease_ttl(EtcdClient& client, int64_t id) {
+  const std::string reply =
+      client.post("/v3/lease/timetolive", "{\"ID\":\"" + std::to_string(id) + "\"}");
+  const nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_discarded() || !j.contains("TTL")) return 0;  // 0 is omitted from proto3 JSON
+  const nlohmann::json& ttl = j["TTL"];
+  if (ttl.is_number_integer()) return ttl.get<int64_t>();
+  if (!ttl.is_string()) return 0;
+  int64_t v = 0;
+  const std::string s = ttl.get<std::string>();
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
 
 }  // namespace
 
@@ -185,17 +203,39 @@ bool FailoverAgent::poll_once() {
   if (options_.publish_offset) options_.publish_offset(offset);
 
   std::map<std::string, NodeRecord> records;
+  int64_t primary_lease = 0;
   for (const KeyValue& kv : client_.get_prefix(options_.prefix + "/nodes/")) {
     try {
       NodeRecord r = decode_node_record(kv.value);
+      if (r.address.id == mine->primary) primary_lease = kv.lease;
       records.emplace(r.address.id, std::move(r));
     } catch (const std::exception&) {
       // A record of another version: not a live replica this one competes with.
     }
   }
   if (records.count(mine->primary)) {
-    missing_primary_.clear();
-    return false;
+    // etcd deletes the record when it revokes the expired lease, asynchronously: an expired
+    // lease is queued for revocation and, if that does not complete (its apply loop busy, a
+    // slow proposal), tried again only 3 s later (etcd's expiredLeaseRetryInterval), so under
+    // load the record can outlive the lease by 3, 6 ... seconds. Waiting for the deletion alone
+    // made a failover take two lease periods. So ask etcd how long the lease has left: a
+    // negative TTL means it expired at least a second ago by etcd's clock, after the primary's
+    // own fence (which counts from before etcd received the renewal): the primary is gone, and
+    // its lease is revoked here (best effort) so that its record goes too.
+    const int64_t ttl = primary_lease != 0 ? lease_ttl(client_, primary_lease) : 0;
+    if (ttl >= 0) {
+      missing_primary_.clear();
+      return false;
+    }
+    if (options_.log)
+      options_.log("failover event=primary_lease_expired primary=" + mine->primary.substr(0, 8) +
+                   " ttl=" + std::to_string(ttl) + " action=revoke");
+    try {
+      client_.lease_revoke(primary_lease);
+    } catch (const std::exception&) {
+      // etcd revokes it itself in the end; the expiry is what counts here.
+    }
+    records.erase(mine->primary);
   }
   const auto now = std::chrono::steady_clock::now();
   if (missing_primary_ != mine->primary) {

@@ -4,7 +4,9 @@
 //
 // Every node registers under a lease (topology_agent.h); a primary that cannot renew it stops
 // accepting writes before the lease can expire (fencing, server side), so once etcd has dropped
-// the primary's record no write can be acknowledged by it any more. Then each replica of that
+// the primary's record, or answers that its lease expired a second or more ago (etcd revokes
+// expired leases late under load: see poll_once), no write can be acknowledged by it any more.
+// Then each replica of that
 // shard, having published its replication offset in its own record, waits a delay by rank (0
 // for the replica with the highest offset, then one second per better replica, as Redis
 // Cluster's replicas delay their election by rank) and tries one CAS of the record on its
