@@ -20,40 +20,47 @@ namespace {
 
 // A blocking RESP conversation with one node (the primary, in a manual failover): each call
 // sends a command and returns the reply's first line ("+OK", ":123", "-ERR ..."), "" on error.
+// Over TLS when `tls` is given (tls-replication).
 class Peer {
  public:
-  Peer(const std::string& host, uint16_t port) {
+  Peer(const std::string& host, uint16_t port, ssl_ctx_st* tls) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
     if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return;
-    for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
-      fd_ = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-      if (fd_ < 0) continue;
+    int fd = -1;
+    for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+      fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      if (fd < 0) continue;
       timeval tv{2, 0};
-      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      if (::connect(fd_, ai->ai_addr, ai->ai_addrlen) != 0) {
-        ::close(fd_);
-        fd_ = -1;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        ::close(fd);
+        fd = -1;
       }
     }
     ::freeaddrinfo(res);
+    if (fd < 0) return;
+    if (tls != nullptr) {
+      const std::atomic<bool> never{false};
+      sock_ = ReplSocket::connect_tls(fd, tls, 2000, never, &error_);
+    } else {
+      sock_ = std::make_unique<ReplSocket>(fd);
+    }
+    if (sock_) sock_->set_timeouts(2000, 2000);
   }
-  ~Peer() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return fd_ >= 0; }
+  bool ok() const { return sock_ != nullptr; }
+  const std::string& error() const { return error_; }
   std::string call(const std::vector<std::string>& args) {
-    if (fd_ < 0) return {};
+    if (!sock_) return {};
     std::string req = "*" + std::to_string(args.size()) + "\r\n";
     for (const auto& a : args) req += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
-    if (::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
-      return {};
+    if (!sock_->send_all(req.data(), req.size())) return {};
     std::string line;
     char c;
     while (line.size() < 4096) {
-      if (::recv(fd_, &c, 1, 0) != 1) return {};
+      if (sock_->recv(&c, 1) != 1) return {};
       if (c == '\n') break;
       if (c != '\r') line.push_back(c);
     }
@@ -61,7 +68,8 @@ class Peer {
   }
 
  private:
-  int fd_ = -1;
+  std::unique_ptr<ReplSocket> sock_;
+  std::string error_;
 };
 
 // The whole seconds lease `id` has left as etcd counts them (LeaseTimeToLive, truncated toward
@@ -139,8 +147,15 @@ void FailoverAgent::manual(bool force) {
   }
   const NodeAddress* p = t->node(mine->primary);
   if (p == nullptr) return say("refused: the primary has no address");
-  Peer peer(p->host, p->port);
-  if (!peer.ok()) return say("failed: the primary is unreachable (use CLUSTER FAILOVER FORCE)");
+  const bool tls = options_.tls_replication && options_.tls_replication();
+  const std::shared_ptr<ssl_ctx_st> ctx = tls && options_.primary_tls ? options_.primary_tls() : nullptr;
+  if (tls && (p->tls_port == 0 || !ctx))
+    return say(p->tls_port == 0 ? "refused: tls-replication is on and the primary publishes no tls-port"
+                                : "refused: tls-replication is on and no TLS context could be built");
+  Peer peer(p->host, tls ? p->tls_port : p->port, ctx.get());
+  if (!peer.ok())
+    return say("failed: the primary is unreachable (use CLUSTER FAILOVER FORCE)" +
+               (peer.error().empty() ? std::string() : ": " + peer.error()));
   if (options_.primary_auth) {
     const auto [user, pass] = options_.primary_auth();
     if (!pass.empty()) {

@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "cluster/etcd_client.h"
+#include "cluster/repl_socket.h"
 #include "cluster/topology.h"
 
 namespace cluster {
@@ -51,6 +52,10 @@ struct FailoverOptions {
   /// primary. May be empty.
   std::function<bool()> wants_confirmation;
   std::function<void(std::shared_ptr<const Topology>)> confirm;
+  /// tls-replication: whether a manual failover talks to the primary's tls-port over TLS, and
+  /// the client context it does so with (null: none could be built; the failover fails).
+  std::function<bool()> tls_replication;
+  std::function<std::shared_ptr<ssl_ctx_st>()> primary_tls;
   /// Credentials for the primary in a manual failover (masteruser / masterauth).
   std::function<std::pair<std::string, std::string>()> primary_auth;
   /// Log sink, one line per event. Called from the agent's thread.

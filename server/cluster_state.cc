@@ -226,6 +226,12 @@ std::optional<std::string> ClusterState::start_etcd() {
   f.promotable = [this] { return !promotable_ || promotable_(); };
   f.wants_confirmation = [this] { return fencing_.load() && lapsed_.load(); };
   f.confirm = [this](std::shared_ptr<const cluster::Topology> t) { confirm(std::move(t)); };
+  // tls-replication: a manual failover talks to the primary's tls-port over TLS.
+  f.primary_tls = [this]() -> std::shared_ptr<ssl_ctx_st> {
+    if (!config_.num(Key::kTlsReplication) || !tls_client_) return nullptr;
+    return tls_client_();
+  };
+  f.tls_replication = [this] { return config_.num(Key::kTlsReplication) != 0; };
   f.primary_auth = [this] {
     return std::pair{config_.str(Key::kMasterUser), config_.str(Key::kMasterAuth)};
   };

@@ -74,6 +74,7 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
   // In cluster mode the topology says whom this node replicates (docs/replication.md).
   cluster_->set_repl_offset_hook([this] { return replication_->applied_offset(); });
   cluster_->set_promotable_hook([this] { return replication_->promotable(); });
+  cluster_->set_tls_client_hook([this] { return tls_client(); });
   cluster_->set_role_hook([this](const cluster::NodeAddress* primary) {
     if (primary == nullptr) {
       replication_->promote();

@@ -10,6 +10,7 @@ path to it: a link that comes up is a TLS link.
 
 import hashlib
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -46,11 +47,13 @@ class TlsOnly:
                 "--tls-port", str(self.tls_port), "--tls-cert-file", certs.server_crt,
                 "--tls-key-file", certs.server_key, "--tls-ca-cert-file", certs.ca]
         for k, v in extra.items():
-            args += ["--" + k.replace("_", "-"), str(v)]
+            args += ["--" + k.replace("__", ".").replace("_", "-"), str(v)]
         self.log_path = tmp_root() / (name + ".log")
+        workdir = tmp_root() / name  # its own dir: a cluster node keeps its id there
+        workdir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=str(tmp_root()))
+                                     cwd=str(workdir))
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -271,3 +274,64 @@ def test_slot_migration_over_tls_with_tls_cluster(certs, etcd):
         rc2.close()
     finally:
         cl.stop()
+
+
+def test_cluster_tls_only_nodes_replicate_and_fail_over_manually(certs, etcd):
+    """Cluster mode, TLS only (port 0) and tls-replication yes: the replica follows the primary
+    at the tls-port its node record carries; CLUSTER FAILOVER's commands to the primary (AUTH
+    with masterauth, REPLCONF pause-writes) go over TLS too; nothing is lost."""
+    from test_cluster_etcd import admin
+    prefix = "/stratakv/t%d" % random.randrange(1 << 30)
+    cfg = dict(cluster_enabled="yes", cluster__etcd__endpoints=etcd.endpoint,
+               cluster__etcd__prefix=prefix, cluster__etcd__lease_ttl=2, tls_replication="yes",
+               tls_client_cert_file=certs.client_crt, tls_client_key_file=certs.client_key,
+               requirepass="s3cret", masterauth="s3cret")
+    nodes = []
+    try:
+        for i in range(2):
+            nodes.append(TlsOnly(certs, "tls-cluster-%d" % i, **cfg))
+        admin(etcd, prefix, "create", "--shards", "1", "--replicas", "1", "--wait", "20")
+
+        def role(n):
+            try:
+                return n.client().info("cluster").get("cluster_my_role")
+            except Exception:
+                return None
+
+        def primary():
+            return next((n for n in nodes if role(n) == "primary"), None)
+
+        wait_for(lambda: primary() is not None, "a primary")
+        old = primary()
+        rep = next(n for n in nodes if n is not old)
+        wait_for(lambda: rep.client().info("replication").get("master_link_status") == "up",
+                 "the replica's link")
+        assert rep.client().info("replication")["master_port"] == old.tls_port
+        wait_for(lambda: old.client().info("cluster")["cluster_fenced"] == 0, "writes accepted")
+        data = {}
+        oc = old.client()  # one shard: every key is the primary's
+        for i in range(50):
+            k, v = "k%d" % i, os.urandom(1 + i * 20000)
+            oc.set(k, v)
+            data[k] = v
+        assert oc.execute_command("WAIT", 1, 20000) == 1
+        rep.client().execute_command("CLUSTER", "FAILOVER")
+        wait_for(lambda: role(rep) == "primary" and role(old) == "replica", "the switch",
+                 timeout=30)
+        assert "failover event=manual done" in rep.log()
+        wait_for(lambda: rep.client().info("cluster")["cluster_fenced"] == 0, "writes accepted")
+        wait_for(lambda: old.client().info("replication").get("master_link_status") == "up",
+                 "the old primary's link")
+        nc = rep.client()
+        nc.set("after", b"failover")
+        assert nc.execute_command("WAIT", 1, 20000) == 1
+        for k, v in data.items():
+            assert nc.get(k) == v, k
+        rc = old.client()
+        rc.execute_command("READONLY")
+        assert rc.get("after") == b"failover"
+        for k, v in data.items():
+            assert rc.get(k) == v, k
+    finally:
+        for n in nodes:
+            n.stop()
