@@ -12,46 +12,55 @@
 #include <map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace cluster {
 
 namespace {
 
 // A blocking RESP conversation with one node (the primary, in a manual failover): each call
 // sends a command and returns the reply's first line ("+OK", ":123", "-ERR ..."), "" on error.
+// Over TLS when `tls` is given (tls-replication).
 class Peer {
  public:
-  Peer(const std::string& host, uint16_t port) {
+  Peer(const std::string& host, uint16_t port, ssl_ctx_st* tls) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
     if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return;
-    for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
-      fd_ = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-      if (fd_ < 0) continue;
+    int fd = -1;
+    for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+      fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      if (fd < 0) continue;
       timeval tv{2, 0};
-      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-      if (::connect(fd_, ai->ai_addr, ai->ai_addrlen) != 0) {
-        ::close(fd_);
-        fd_ = -1;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        ::close(fd);
+        fd = -1;
       }
     }
     ::freeaddrinfo(res);
+    if (fd < 0) return;
+    if (tls != nullptr) {
+      const std::atomic<bool> never{false};
+      sock_ = ReplSocket::connect_tls(fd, tls, 2000, never, &error_);
+    } else {
+      sock_ = std::make_unique<ReplSocket>(fd);
+    }
+    if (sock_) sock_->set_timeouts(2000, 2000);
   }
-  ~Peer() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return fd_ >= 0; }
+  bool ok() const { return sock_ != nullptr; }
+  const std::string& error() const { return error_; }
   std::string call(const std::vector<std::string>& args) {
-    if (fd_ < 0) return {};
+    if (!sock_) return {};
     std::string req = "*" + std::to_string(args.size()) + "\r\n";
     for (const auto& a : args) req += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
-    if (::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
-      return {};
+    if (!sock_->send_all(req.data(), req.size())) return {};
     std::string line;
     char c;
     while (line.size() < 4096) {
-      if (::recv(fd_, &c, 1, 0) != 1) return {};
+      if (sock_->recv(&c, 1) != 1) return {};
       if (c == '\n') break;
       if (c != '\r') line.push_back(c);
     }
@@ -59,8 +68,25 @@ class Peer {
   }
 
  private:
-  int fd_ = -1;
+  std::unique_ptr<ReplSocket> sock_;
+  std::string error_;
 };
+
+// The whole seconds lease `id` has left as etcd counts them (LeaseTimeToLive, truncated toward
+// zero): negative once it expired a second or more ago, or -1 when etcd has no such lease.
+int64_t lease_ttl(EtcdClient& client, int64_t id) {
+  const std::string reply =
+      client.post("/v3/lease/timetolive", "{\"ID\":\"" + std::to_string(id) + "\"}");
+  const nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_discarded() || !j.contains("TTL")) return 0;  // 0 is omitted from proto3 JSON
+  const nlohmann::json& ttl = j["TTL"];
+  if (ttl.is_number_integer()) return ttl.get<int64_t>();
+  if (!ttl.is_string()) return 0;
+  int64_t v = 0;
+  const std::string s = ttl.get<std::string>();
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
 
 }  // namespace
 
@@ -121,8 +147,15 @@ void FailoverAgent::manual(bool force) {
   }
   const NodeAddress* p = t->node(mine->primary);
   if (p == nullptr) return say("refused: the primary has no address");
-  Peer peer(p->host, p->port);
-  if (!peer.ok()) return say("failed: the primary is unreachable (use CLUSTER FAILOVER FORCE)");
+  const bool tls = options_.tls_replication && options_.tls_replication();
+  const std::shared_ptr<ssl_ctx_st> ctx = tls && options_.primary_tls ? options_.primary_tls() : nullptr;
+  if (tls && (p->tls_port == 0 || !ctx))
+    return say(p->tls_port == 0 ? "refused: tls-replication is on and the primary publishes no tls-port"
+                                : "refused: tls-replication is on and no TLS context could be built");
+  Peer peer(p->host, tls ? p->tls_port : p->port, ctx.get());
+  if (!peer.ok())
+    return say("failed: the primary is unreachable (use CLUSTER FAILOVER FORCE)" +
+               (peer.error().empty() ? std::string() : ": " + peer.error()));
   if (options_.primary_auth) {
     const auto [user, pass] = options_.primary_auth();
     if (!pass.empty()) {
@@ -185,17 +218,39 @@ bool FailoverAgent::poll_once() {
   if (options_.publish_offset) options_.publish_offset(offset);
 
   std::map<std::string, NodeRecord> records;
+  int64_t primary_lease = 0;
   for (const KeyValue& kv : client_.get_prefix(options_.prefix + "/nodes/")) {
     try {
       NodeRecord r = decode_node_record(kv.value);
+      if (r.address.id == mine->primary) primary_lease = kv.lease;
       records.emplace(r.address.id, std::move(r));
     } catch (const std::exception&) {
       // A record of another version: not a live replica this one competes with.
     }
   }
   if (records.count(mine->primary)) {
-    missing_primary_.clear();
-    return false;
+    // etcd deletes the record when it revokes the expired lease, asynchronously: an expired
+    // lease is queued for revocation and, if that does not complete (its apply loop busy, a
+    // slow proposal), tried again only 3 s later (etcd's expiredLeaseRetryInterval), so under
+    // load the record can outlive the lease by 3, 6 ... seconds. Waiting for the deletion alone
+    // made a failover take two lease periods. So ask etcd how long the lease has left: a
+    // negative TTL means it expired at least a second ago by etcd's clock, after the primary's
+    // own fence (which counts from before etcd received the renewal): the primary is gone, and
+    // its lease is revoked here (best effort) so that its record goes too.
+    const int64_t ttl = primary_lease != 0 ? lease_ttl(client_, primary_lease) : 0;
+    if (ttl >= 0) {
+      missing_primary_.clear();
+      return false;
+    }
+    if (options_.log)
+      options_.log("failover event=primary_lease_expired primary=" + mine->primary.substr(0, 8) +
+                   " ttl=" + std::to_string(ttl) + " action=revoke");
+    try {
+      client_.lease_revoke(primary_lease);
+    } catch (const std::exception&) {
+      // etcd revokes it itself in the end; the expiry is what counts here.
+    }
+    records.erase(mine->primary);
   }
   const auto now = std::chrono::steady_clock::now();
   if (missing_primary_ != mine->primary) {

@@ -4,7 +4,9 @@
 //
 // Every node registers under a lease (topology_agent.h); a primary that cannot renew it stops
 // accepting writes before the lease can expire (fencing, server side), so once etcd has dropped
-// the primary's record no write can be acknowledged by it any more. Then each replica of that
+// the primary's record, or answers that its lease expired a second or more ago (etcd revokes
+// expired leases late under load: see poll_once), no write can be acknowledged by it any more.
+// Then each replica of that
 // shard, having published its replication offset in its own record, waits a delay by rank (0
 // for the replica with the highest offset, then one second per better replica, as Redis
 // Cluster's replicas delay their election by rank) and tries one CAS of the record on its
@@ -27,6 +29,7 @@
 #include <utility>
 
 #include "cluster/etcd_client.h"
+#include "cluster/repl_socket.h"
 #include "cluster/topology.h"
 
 namespace cluster {
@@ -49,6 +52,10 @@ struct FailoverOptions {
   /// primary. May be empty.
   std::function<bool()> wants_confirmation;
   std::function<void(std::shared_ptr<const Topology>)> confirm;
+  /// tls-replication: whether a manual failover talks to the primary's tls-port over TLS, and
+  /// the client context it does so with (null: none could be built; the failover fails).
+  std::function<bool()> tls_replication;
+  std::function<std::shared_ptr<ssl_ctx_st>()> primary_tls;
   /// Credentials for the primary in a manual failover (masteruser / masterauth).
   std::function<std::pair<std::string, std::string>()> primary_auth;
   /// Log sink, one line per event. Called from the agent's thread.

@@ -1,6 +1,5 @@
 #include "cluster/repl_feed.h"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -19,13 +18,10 @@ constexpr uint64_t kWriteBatch = 4u << 20;
 // Keys read per step of the snapshot (each step holds one shard's lock briefly).
 constexpr size_t kScanStep = 64;
 
-void set_timeout(int fd, int opt, int ms) {
-  timeval tv{ms / 1000, (ms % 1000) * 1000};
-  ::setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof tv);
-}
 }  // namespace
 
-ReplicaFeed::ReplicaFeed(FeedOptions options) : options_(std::move(options)) {
+ReplicaFeed::ReplicaFeed(FeedOptions options)
+    : options_(std::move(options)), sock_(options_.socket) {
   sent_.store(options_.start_offset);
 }
 
@@ -41,9 +37,7 @@ void ReplicaFeed::start() {
   reader_id_ = options_.backlog->add_reader(options_.start_offset);
   // Blocking I/O with timeouts on the feed's own threads (the socket came from an I/O thread's
   // event loop, which had made it non-blocking).
-  ::fcntl(options_.fd, F_SETFL, ::fcntl(options_.fd, F_GETFL) & ~O_NONBLOCK);
-  set_timeout(options_.fd, SO_SNDTIMEO, options_.timeout_ms);
-  set_timeout(options_.fd, SO_RCVTIMEO, 1000);
+  sock_->set_timeouts(1000, options_.timeout_ms);
   last_ack_ms_.store(tiering::now_ms());
   writer_ = std::thread([this] { run_writer(); });
   reader_ = std::thread([this] { run_reader(); });
@@ -52,11 +46,11 @@ void ReplicaFeed::start() {
 void ReplicaFeed::stop() {
   if (!writer_.joinable()) return;
   stop_.store(true);
-  ::shutdown(options_.fd, SHUT_RDWR);
+  sock_->shutdown();
   options_.backlog->wake();
   writer_.join();
   reader_.join();
-  ::close(options_.fd);
+  sock_.reset();  // closes the socket
   options_.backlog->remove_reader(reader_id_);
   state_.store(State::kClosed, std::memory_order_release);
 }
@@ -66,7 +60,7 @@ bool ReplicaFeed::write_all(std::vector<iovec>& iov) {
   while (first < iov.size()) {
     if (stop_.load(std::memory_order_relaxed)) return false;
     const int n = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    const ssize_t w = ::writev(options_.fd, iov.data() + first, n);
+    const ssize_t w = sock_->writev(iov.data() + first, n);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -90,7 +84,7 @@ void ReplicaFeed::run_writer() {
   if (!options_.full || snapshot()) stream();
   // However it ended, the reader ends too.
   stop_.store(true);
-  ::shutdown(options_.fd, SHUT_RDWR);
+  sock_->shutdown();
   state_.store(State::kClosed, std::memory_order_release);
 }
 
@@ -242,7 +236,7 @@ void ReplicaFeed::run_reader() {
   char buf[FrameHeader::kSize];
   size_t have = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
-    const ssize_t n = ::recv(options_.fd, buf + have, sizeof buf - have, 0);
+    const ssize_t n = sock_->recv(buf + have, sizeof buf - have);
     if (n > 0) {
       have += static_cast<size_t>(n);
       if (have < sizeof buf) continue;
@@ -271,7 +265,7 @@ void ReplicaFeed::run_reader() {
     }
   }
   stop_.store(true);
-  ::shutdown(options_.fd, SHUT_RDWR);
+  sock_->shutdown();
   options_.backlog->wake();
 }
 

@@ -17,8 +17,8 @@
 // received (stream_sent()'s count), not the backlog's offsets.
 //
 // Two threads per replica, neither an I/O thread: one writes (blocking writes with a timeout,
-// values gathered straight from the region: no copy), one reads the ACK frames. stop() shuts
-// the socket down, which ends both.
+// values gathered straight from the region: no copy; over TLS, encrypted straight from it),
+// one reads the ACK frames. stop() shuts the socket down, which ends both.
 #pragma once
 
 #include <atomic>
@@ -34,6 +34,7 @@
 #include <sys/uio.h>
 
 #include "cluster/repl_backlog.h"
+#include "cluster/repl_socket.h"
 #include "tiering/keyspace.h"
 #include "tiering/ssd_store.h"
 
@@ -44,7 +45,9 @@ using SlotSet = std::bitset<tiering::kSlotCount>;
 
 /// What a ReplicaFeed needs. The keyspace and the store must outlive the feed.
 struct FeedOptions {
-  int fd = -1;                      ///< the replica's socket; the feed owns and closes it
+  /// The replica's socket, plain or TLS (the client connection's session, past its handshake);
+  /// the feed owns and closes it.
+  std::unique_ptr<ReplSocket> socket;
   std::string addr;                 ///< the replica's ip (INFO's slaveN:ip=)
   uint16_t listening_port = 0;      ///< REPLCONF listening-port (INFO's port=)
   bool full = false;                ///< send a full copy first
@@ -110,6 +113,7 @@ class ReplicaFeed {
   void log(bool warning, const std::string& line) const;
 
   FeedOptions options_;
+  std::unique_ptr<ReplSocket>& sock_;  // options_.socket
   std::thread writer_, reader_;
   std::atomic<bool> stop_{false};
   std::atomic<State> state_{State::kSnapshot};

@@ -24,11 +24,6 @@ constexpr size_t kDirectRead = 16 * 1024;
 constexpr int kConnectTimeoutMs = 5000;
 constexpr int kAckEveryMs = 1000;
 
-void set_timeout(int fd, int opt, int ms) {
-  timeval tv{ms / 1000, (ms % 1000) * 1000};
-  ::setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof tv);
-}
-
 // A connected TCP socket to host:port (blocking), or -1 with `*error` set.
 int dial(const std::string& host, uint16_t port, const std::atomic<bool>& stop,
          std::string* error) {
@@ -75,18 +70,6 @@ int dial(const std::string& host, uint16_t port, const std::atomic<bool>& stop,
   return fd;
 }
 
-bool send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
 }  // namespace
 
 ReplicaLink::ReplicaLink(LinkOptions options)
@@ -155,7 +138,7 @@ bool ReplicaLink::read_exact(char* dst, size_t n) {
       return false;
     const bool direct = n >= kDirectRead;
     char* into = direct ? dst : rbuf_.data();
-    const ssize_t r = ::recv(fd_.load(), into, direct ? n : rbuf_.size(), 0);
+    const ssize_t r = sock_->recv(into, direct ? n : rbuf_.size());
     const int64_t now = tiering::now_ms();
     if (r > 0) {
       last_io_ms_.store(now, std::memory_order_relaxed);
@@ -193,7 +176,7 @@ bool ReplicaLink::send_ack() {
   char frame[FrameHeader::kSize];
   const uint64_t off = offset_.load();
   encode_header({FrameType::kAck, 0, off, 0}, frame);
-  if (!send_all(fd_.load(), frame, sizeof frame)) return false;
+  if (!sock_->send_all(frame, sizeof frame)) return false;
   acked_ = off;
   last_ack_ms_ = tiering::now_ms();
   return true;
@@ -216,7 +199,7 @@ bool ReplicaLink::read_line(std::string* line) {
 bool ReplicaLink::command(const std::vector<std::string>& args, std::string* line) {
   std::string req = "*" + std::to_string(args.size()) + "\r\n";
   for (const auto& a : args) req += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
-  return send_all(fd_.load(), req.data(), req.size()) && read_line(line);
+  return sock_->send_all(req.data(), req.size()) && read_line(line);
 }
 
 bool ReplicaLink::handshake(std::string* reply) {
@@ -259,10 +242,27 @@ void ReplicaLink::session() {
                     (failed_connects_ > 1 ? " (" + std::to_string(failed_connects_) + " attempts)" : ""));
     return;
   }
-  failed_connects_ = 0;
-  set_timeout(fd, SO_RCVTIMEO, 1000);
-  set_timeout(fd, SO_SNDTIMEO, options_.timeout_ms);
   fd_.store(fd);
+  if (options_.tls) {
+    const std::shared_ptr<ssl_ctx_st> ctx = options_.tls();
+    if (ctx) {
+      sock_ = ReplSocket::connect_tls(fd, ctx.get(), kConnectTimeoutMs, stop_, &error);
+    } else {
+      ::close(fd);
+      error = "TLS is on but no TLS context could be built (tls-* files)";
+    }
+    if (!sock_) {
+      fd_.store(-1);
+      if (failed_connects_++ % 60 == 0)
+        log(true, "cannot connect: " + error +
+                      (failed_connects_ > 1 ? " (" + std::to_string(failed_connects_) + " attempts)" : ""));
+      return;
+    }
+  } else {
+    sock_ = std::make_unique<ReplSocket>(fd);
+  }
+  failed_connects_ = 0;
+  sock_->set_timeouts(1000, options_.timeout_ms);
   rpos_ = rend_ = 0;
   last_io_ms_.store(tiering::now_ms());
   state_.store(State::kHandshake, std::memory_order_release);
@@ -349,7 +349,7 @@ void ReplicaLink::session() {
     }
   }
   fd_.store(-1);
-  ::close(fd);
+  sock_.reset();  // closes the socket
 }
 
 bool ReplicaLink::apply(const FrameHeader& h, bool in_stream) {

@@ -21,6 +21,9 @@
 // instead of being dropped; a TOPOLOGY frame is handed to `on_topology` and acknowledged at
 // once.
 //
+// Over TLS when `tls` is set (tls-replication, tls-cluster; docs/tls.md): the stream is the same,
+// decrypted straight into the value's block.
+//
 // One thread of its own (blocking sockets with timeouts), never an I/O thread. Thread-safe
 // getters; start/stop from one controlling thread.
 #pragma once
@@ -28,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -35,6 +39,7 @@
 #include <vector>
 
 #include "cluster/repl_frame.h"
+#include "cluster/repl_socket.h"
 #include "tiering/keyspace.h"
 #include "tiering/value.h"
 
@@ -45,6 +50,10 @@ struct LinkOptions {
   std::string host;
   uint16_t port = 0;
   std::string masteruser, masterauth;  ///< AUTH to the primary ("" masterauth: none)
+  /// tls-replication / tls-cluster: TLS to host:port with the client context this returns at
+  /// each connection attempt (the primary's certificate verified against its CAs, this node's
+  /// shown; a CONFIG SET of the files applies at the next attempt). Empty: plain TCP.
+  std::function<std::shared_ptr<ssl_ctx_st>()> tls;
   uint16_t listening_port = 0;         ///< this node's port, announced to the primary
   tiering::Keyspace* keyspace = nullptr;
   /// A value of `size` bytes in the region (making room if need be); null when it cannot fit.
@@ -128,7 +137,8 @@ class ReplicaLink {
   LinkOptions options_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::atomic<int> fd_{-1};
+  std::atomic<int> fd_{-1};            // the socket's, for drop_connection() from any thread
+  std::unique_ptr<ReplSocket> sock_;  // the link thread's
   std::atomic<State> state_{State::kConnecting};
   mutable std::mutex id_mu_;
   std::string replid_;

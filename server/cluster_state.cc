@@ -226,6 +226,12 @@ std::optional<std::string> ClusterState::start_etcd() {
   f.promotable = [this] { return !promotable_ || promotable_(); };
   f.wants_confirmation = [this] { return fencing_.load() && lapsed_.load(); };
   f.confirm = [this](std::shared_ptr<const cluster::Topology> t) { confirm(std::move(t)); };
+  // tls-replication: a manual failover talks to the primary's tls-port over TLS.
+  f.primary_tls = [this]() -> std::shared_ptr<ssl_ctx_st> {
+    if (!config_.num(Key::kTlsReplication) || !tls_client_) return nullptr;
+    return tls_client_();
+  };
+  f.tls_replication = [this] { return config_.num(Key::kTlsReplication) != 0; };
   f.primary_auth = [this] {
     return std::pair{config_.str(Key::kMasterUser), config_.str(Key::kMasterAuth)};
   };
@@ -256,6 +262,10 @@ std::optional<std::string> ClusterState::start(uint16_t tcp_port) {
   self_.host = announced_host(config_);
   const int64_t port = config_.num(Key::kClusterAnnouncePort);
   self_.port = port != 0 ? static_cast<uint16_t>(port) : tcp_port;
+  // The record carries tls-port too: a replica with tls-replication (or a migration's target
+  // with tls-cluster) links to it (docs/tls.md). Set at start only, so the configured value is
+  // the port listened on.
+  self_.tls_port = static_cast<uint16_t>(config_.num(Key::kTlsPort));
   std::string unix_socket = config_.str(Key::kUnixSocket);
   if (!unix_socket.empty()) {
     std::error_code ec;
@@ -359,6 +369,11 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
                        !topology->shards[static_cast<size_t>(view->my_shard)].replicas.empty();
     fencing_.store(fence);
     update_fence();
+    // A manual failover paused this node's writes (REPLCONF pause-writes, up to 10 s) and then
+    // made it a replica: the pause ends here, or a promotion back within those seconds would
+    // find its writes still refused. (Lifting it from the new primary instead could let this
+    // node write before it learnt its new role.)
+    if (!view->i_am_primary) owner_.pause_writes_until(0);
   }
   // Follow this node's role: a replica replicates from its shard's primary.
   if (role_hook_ && view->my_shard >= 0) {

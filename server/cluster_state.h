@@ -29,6 +29,8 @@ class FailoverAgent;
 struct EtcdOptions;
 }
 
+struct ssl_ctx_st;
+
 namespace server {
 
 class Config;
@@ -105,6 +107,11 @@ class ClusterState {
   void set_repl_offset_hook(std::function<uint64_t()> hook) { repl_offset_ = std::move(hook); }
   /// Whether this node may be promoted (a complete replica). Set before start().
   void set_promotable_hook(std::function<bool()> hook) { promotable_ = std::move(hook); }
+  /// The TLS client context for this node's links to other nodes (Server::tls_client): with
+  /// tls-replication, a manual failover's commands go to the primary's tls-port through it.
+  void set_tls_client_hook(std::function<std::shared_ptr<ssl_ctx_st>()> hook) {
+    tls_client_ = std::move(hook);
+  }
 
   /// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica (etcd mode): starts a manual failover on
   /// the failover agent's thread. Returns an error text, or "" when it started.
@@ -153,6 +160,7 @@ class ClusterState {
   std::atomic<bool> saved_phase_{false};  // TopologyAgent::start() applies the saved copy
   std::function<uint64_t()> repl_offset_;
   std::function<bool()> promotable_;
+  std::function<std::shared_ptr<ssl_ctx_st>()> tls_client_;
   std::unique_ptr<cluster::FailoverAgent> failover_;  // etcd mode
   std::function<void(const cluster::NodeAddress* primary)> role_hook_;
   std::function<void(const std::shared_ptr<const ClusterView>&)> view_hook_;

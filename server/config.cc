@@ -82,6 +82,15 @@ const std::vector<Spec>& specs() {
        INT32_MAX},
       {Key::kTlsSessionCacheTimeout, "tls-session-cache-timeout", Type::kInt, "300", true, 0,
        INT32_MAX},
+      // Node-to-node TLS (docs/tls.md, "Replication over TLS"): a replica's link to its primary
+      // (tls-replication) and a slot migration's stream (tls-cluster) go to the peer's tls-port,
+      // verify its certificate against the CA and show tls-client-cert-file (else
+      // tls-cert-file). Read at each connection.
+      {Key::kTlsReplication, "tls-replication", Type::kBool, "no", true},
+      {Key::kTlsCluster, "tls-cluster", Type::kBool, "no", true},
+      {Key::kTlsClientCertFile, "tls-client-cert-file", Type::kString, "", true},
+      {Key::kTlsClientKeyFile, "tls-client-key-file", Type::kString, "", true},
+      {Key::kTlsClientKeyFilePass, "tls-client-key-file-pass", Type::kString, "", true},
       {Key::kProtoMaxBulkLen, "proto-max-bulk-len", Type::kSize, "512mb", true, 1024 * 1024},
       {Key::kClientQueryBufferLimit, "client-query-buffer-limit", Type::kSize, "1gb", true,
        1024 * 1024},

@@ -489,6 +489,32 @@ asio::awaitable<std::pair<asio::error_code, size_t>> Connection::tls_write(
   co_return std::pair{ec, n};
 }
 
+void Connection::handoff() {
+  // On tls-port the TLS session goes with the socket (docs/tls.md, "Replication over TLS"): the
+  // feed takes one reference and moves it off Asio's memory BIO onto the socket. Bytes OpenSSL
+  // still held from the client would be lost there (a replica sends none before PSYNC's reply):
+  // then the connection just closes, and the replica connects again.
+  SSL* ssl = nullptr;
+  if (tls_ != nullptr) {
+    ssl = tls_->stream.native_handle();
+    if (SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0) {
+      log::warning("replication handover refused: the TLS client " + peer_ +
+                   " sent data after its request");
+      return;
+    }
+    SSL_up_ref(ssl);
+    tls_.reset();
+  }
+  asio::error_code ec;
+  const int fd = socket_.release(ec);
+  if (ec) {
+    if (ssl != nullptr) SSL_free(ssl);
+    return;
+  }
+  handoff_(ssl != nullptr ? std::make_unique<cluster::ReplSocket>(fd, ssl)
+                          : std::make_unique<cluster::ReplSocket>(fd));
+}
+
 asio::awaitable<bool> Connection::tls_handshake() {
   auto [ec] = co_await tls_->stream.async_handshake(asio::ssl::stream_base::server,
                                                     asio::experimental::as_tuple(asio::use_awaitable));
@@ -698,11 +724,7 @@ asio::awaitable<void> Connection::run() {
   }
 
   // PSYNC: the reply written, the socket belongs to the replica's feed from now on.
-  if (handoff_ && !closed_.load() && co_await flush()) {
-    asio::error_code ec;
-    const int fd = socket_.release(ec);
-    if (!ec) handoff_(fd);
-  }
+  if (handoff_ && !closed_.load() && co_await flush()) handoff();
   // Closed: no more messages, no more subscriptions nor monitoring; end this client's leases,
   // release what the partial request held, and leave the registry.
   stop_monitor();

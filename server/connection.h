@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/repl_socket.h"
 #include "resp/parser.h"
 #include "resp/writer.h"
 #include "rdma/segment.h"
@@ -150,8 +151,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// REPLCONF capa stratakv: the replica reads stratakv's frames (PSYNC requires it).
   bool replica_capa_stratakv = false;
   /// PSYNC: once this request's reply is written, the socket goes to `fn` (a replica's feed,
-  /// which owns it from then on) and this connection ends without closing it.
-  void hand_off_after_reply(std::function<void(int fd)> fn) { handoff_ = std::move(fn); }
+  /// which owns it from then on; on tls-port with the TLS session) and this connection ends
+  /// without closing it.
+  void hand_off_after_reply(std::function<void(std::unique_ptr<cluster::ReplSocket>)> fn) {
+    handoff_ = std::move(fn);
+  }
   /// WAIT: after this request, the connection waits (its coroutine, not the thread) until
   /// `needed` replicas acknowledged `offset` or `timeout_ms` passed (0: no limit), then
   /// replies the number that did. Later requests wait behind it, as in Redis.
@@ -275,6 +279,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // TLS (server/tls.h): the handshake, before the first request (false: the client is
   // dropped, as Redis logs it at verbose level); the stream's writes.
   asio::awaitable<bool> tls_handshake();
+  // Hands the socket (and a TLS session) to handoff_ once the last reply is written.
+  void handoff();
   asio::awaitable<std::pair<asio::error_code, size_t>> tls_write(
       const std::vector<asio::const_buffer>& bufs);
   // The parser's allocator of large bulks: a block of the region, read into straight from the
@@ -325,7 +331,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
   std::optional<PendingWait> wait_;
   std::shared_ptr<asio::steady_timer> wait_timer_;  // while WAIT waits (close() cancels it)
-  std::function<void(int fd)> handoff_;
+  std::function<void(std::unique_ptr<cluster::ReplSocket>)> handoff_;
   std::function<std::string()> io_job_;  // defer_io
   bool close_after_reply_ = false;
   // When the previous command ended (or the batch began): each command's duration for the

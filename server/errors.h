@@ -220,8 +220,6 @@ inline constexpr std::string_view kWaitInReplica =
     "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
     "replica is configured to be writable (which is not the default) writes to replicas are just "
     "local and are not propagated.";
-inline constexpr std::string_view kPsyncOverTls =
-    "ERR PSYNC over TLS is not supported: replicate over the plain port (no tls-replication)";
 inline constexpr std::string_view kTlsReconfigure =
     "Unable to update TLS configuration. Check server logs.";
 inline constexpr std::string_view kPsyncNotStratakv =

@@ -149,25 +149,20 @@ std::string Migrations::check_export(std::string_view id) const {
   return "";
 }
 
-void Migrations::attach_export(int fd, const std::string& id) {
+void Migrations::attach_export(std::unique_ptr<cluster::ReplSocket> socket,
+                               const std::string& id) {
   std::shared_ptr<const ClusterView> view;
   {
     std::lock_guard lock(mu_);
     view = view_;
   }
   const cluster::Migration* m = view ? find(*view->topology, id) : nullptr;
-  if (m == nullptr) {
-    ::close(fd);
-    return;
-  }
+  if (m == nullptr) return;  // `socket` closes
   auto slots = std::make_shared<cluster::SlotSet>();
   for (const auto& r : m->slots)
     for (uint32_t s = r.first; s <= r.last; ++s) slots->set(s);
-  cluster::FeedOptions o = server_.replication().export_feed(fd, slots);
-  if (!o.backlog) {  // a replica now
-    ::close(fd);
-    return;
-  }
+  cluster::FeedOptions o = server_.replication().export_feed(std::move(socket), slots);
+  if (!o.backlog) return;  // a replica now (the socket closes with `o`)
   auto x = std::make_unique<Export>();
   x->id = id;
   x->ranges = m->slots;
@@ -284,6 +279,15 @@ void Migrations::reconcile_imports(const ClusterView& view) {
     cluster::LinkOptions o;
     o.host = p->host;
     o.port = p->port;
+    // tls-cluster: the source's tls-port, over TLS (docs/tls.md). Without a published tls-port
+    // or a TLS context the link is not made in the clear: it fails, and so does the migration.
+    if (server_.config().num(Key::kTlsCluster)) {
+      o.tls = [this] { return server_.tls_client(); };
+      o.port = p->tls_port;
+      if (o.port == 0)
+        log::warning("migration " + w.m->id.substr(0, 8) + ": tls-cluster is on but the source " +
+                     source->primary.substr(0, 8) + " publishes no tls-port");
+    }
     o.masteruser = server_.config().str(Key::kMasterUser);
     o.masterauth = server_.config().str(Key::kMasterAuth);
     o.keyspace = &server_.keyspace();

@@ -70,7 +70,7 @@ class Migrations {
   /// the source shard's primary and the migration is streaming), else the error reply.
   std::string check_export(std::string_view id) const;
   /// Hands the target's socket (after the +FULLRESYNC line) to a new feed of `id`'s slots.
-  void attach_export(int fd, const std::string& id);
+  void attach_export(std::unique_ptr<cluster::ReplSocket> socket, const std::string& id);
 
   /// Test aid (DEBUG MIGRATION-HOLD): while on, the handovers of the migrations this node feeds
   /// are put off; they keep streaming.

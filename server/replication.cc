@@ -120,7 +120,11 @@ void Replication::replicate_from(const std::string& host, uint16_t port) {
   o.port = port;
   o.masteruser = server_.config().str(Key::kMasterUser);
   o.masterauth = server_.config().str(Key::kMasterAuth);
-  o.listening_port = server_.tcp_port();
+  // tls-replication: the link goes to host:port (the primary's tls-port) over TLS, and the port
+  // announced is this node's tls-port, as Redis's replicas do (docs/tls.md).
+  const bool tls = server_.config().num(Key::kTlsReplication) != 0;
+  o.listening_port = tls ? server_.tls_port() : server_.tcp_port();
+  if (tls) o.tls = [this] { return server_.tls_client(); };
   o.keyspace = &server_.keyspace();
   o.allocate = [this](size_t size) { return server_.allocate_value(size); };
   o.relay = [this](cluster::FrameType t, std::string_view key, tiering::ValueRef v, int64_t ms,
@@ -156,7 +160,7 @@ void Replication::replicate_from(const std::string& host, uint16_t port) {
   };
   o.log = log_line;
   log::notice("connecting to primary " + host + ":" + std::to_string(port) +
-              " (REPLICAOF); this node is a replica");
+              (tls ? " over TLS" : "") + " (REPLICAOF); this node is a replica");
   link_ = std::make_unique<cluster::ReplicaLink>(std::move(o));
   link_->start();
 }
@@ -229,11 +233,11 @@ Replication::SyncPlan Replication::plan_sync(std::string_view replid, int64_t of
   return plan;
 }
 
-cluster::FeedOptions Replication::export_feed(int fd,
+cluster::FeedOptions Replication::export_feed(std::unique_ptr<cluster::ReplSocket> socket,
                                               std::shared_ptr<const cluster::SlotSet> slots) {
   std::lock_guard lock(mu_);
   cluster::FeedOptions o;
-  o.fd = fd;
+  o.socket = std::move(socket);
   o.addr = "migration";
   o.full = true;
   o.keyspace = &server_.keyspace();
@@ -247,10 +251,12 @@ cluster::FeedOptions Replication::export_feed(int fd,
   return o;
 }
 
-void Replication::attach(int fd, std::string ip, uint16_t listening_port, const SyncPlan& plan) {
+void Replication::attach(std::unique_ptr<cluster::ReplSocket> socket, std::string ip,
+                         uint16_t listening_port, const SyncPlan& plan) {
   std::lock_guard lock(mu_);
   cluster::FeedOptions o;
-  o.fd = fd;
+  const bool tls = socket->tls();
+  o.socket = std::move(socket);
   o.addr = std::move(ip);
   o.listening_port = listening_port;
   o.full = plan.full;
@@ -262,6 +268,7 @@ void Replication::attach(int fd, std::string ip, uint16_t listening_port, const 
   o.on_ack = [this](uint64_t) { on_ack(); };
   o.log = log_line;
   log::notice("replica " + o.addr + ":" + std::to_string(listening_port) +
+              (tls ? " (TLS)" : "") +
               (plan.full ? " asks for a full copy; streaming from offset "
                          : " resumes at offset ") +
               std::to_string(plan.offset));

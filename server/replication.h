@@ -68,14 +68,16 @@ class Replication {
   /// up to the offset of the promotion) and the backlog still holds `offset`; else a full copy
   /// from the backlog's end. Creates the backlog on the first call.
   SyncPlan plan_sync(std::string_view replid, int64_t offset);
-  /// Hands a replica's socket (after the PSYNC reply was written) to a new feed.
-  void attach(int fd, std::string ip, uint16_t listening_port, const SyncPlan& plan);
+  /// Hands a replica's socket, plain or TLS (after the PSYNC reply was written), to a new feed.
+  void attach(std::unique_ptr<cluster::ReplSocket> socket, std::string ip,
+              uint16_t listening_port, const SyncPlan& plan);
 
   /// Slot migration's source (server/migration.h): the options of a feed that sends the keys
   /// of `slots` and then their changes, read from this primary's stream (created, and made an
   /// observer of the keyspace, if need be) from its current end. Null backlog on a replica.
   /// While such feeds run (`exports` > 0), heartbeats go into the stream as for replicas.
-  cluster::FeedOptions export_feed(int fd, std::shared_ptr<const cluster::SlotSet> slots);
+  cluster::FeedOptions export_feed(std::unique_ptr<cluster::ReplSocket> socket,
+                                   std::shared_ptr<const cluster::SlotSet> slots);
   void set_exports(int exports) { exports_.store(exports, std::memory_order_relaxed); }
 
   /// What this node has of the stream: a replica's applied offset, a primary's own offset

@@ -58,9 +58,18 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
   // In cluster mode the topology says whom this node replicates (docs/replication.md).
   cluster_->set_repl_offset_hook([this] { return replication_->applied_offset(); });
   cluster_->set_promotable_hook([this] { return replication_->promotable(); });
+  cluster_->set_tls_client_hook([this] { return tls_client(); });
   cluster_->set_role_hook([this](const cluster::NodeAddress* primary) {
-    if (primary == nullptr) replication_->promote();
-    else replication_->follow(primary->host, primary->port);
+    if (primary == nullptr) {
+      replication_->promote();
+    } else if (!config_.num(Key::kTlsReplication)) {
+      replication_->follow(primary->host, primary->port);
+    } else if (primary->tls_port != 0) {  // tls-replication: the primary's tls-port, over TLS
+      replication_->follow(primary->host, primary->tls_port);
+    } else {
+      log::warning("tls-replication is on but primary " + primary->id.substr(0, 8) + " (" +
+                   primary->host + ") publishes no tls-port: not following it");
+    }
   });
   keyspace_.add_observer(&watches_);
   keyspace_.add_observer(&keyspace_events_);
@@ -109,7 +118,7 @@ std::optional<std::string> Server::listen() {
     return acceptor->local_endpoint().port();
   };
   // TLS first, as Redis: files that do not load stop the start before any port is open.
-  if (tls_port != 0 && configure_tls())
+  if (tls_wanted() && configure_tls())
     return std::string("Failed to configure TLS. Check logs for more info.");
   // Port 0 turns plain TCP off when another listener is set (Redis: "port 0" with tls-port).
   if (port != 0 || (tls_port == 0 && path.empty())) {
@@ -161,6 +170,13 @@ std::optional<std::string> Server::configure_tls() {
 std::shared_ptr<TlsContext> Server::tls_context() const {
   std::lock_guard lock(tls_mu_);
   return tls_ctx_;
+}
+
+std::shared_ptr<ssl_ctx_st> Server::tls_client() const { return TlsContext::client(tls_context()); }
+
+bool Server::tls_wanted() const {
+  return config_.num(Key::kTlsPort) != 0 || config_.num(Key::kTlsReplication) ||
+         config_.num(Key::kTlsCluster);
 }
 
 tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_evict) {

@@ -42,6 +42,8 @@
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
+struct ssl_ctx_st;
+
 namespace server {
 
 /// Counters of one worker thread: written only by that thread, read by INFO from any.
@@ -273,6 +275,12 @@ class Server {
   std::optional<std::string> configure_tls();
   /// The TLS context new clients of tls-port get; null when TLS is off. Thread-safe.
   std::shared_ptr<TlsContext> tls_context() const;
+  /// The client side of that context, for links to other nodes (tls-replication, tls-cluster);
+  /// null when none was built. Thread-safe.
+  std::shared_ptr<ssl_ctx_st> tls_client() const;
+  /// Whether TLS is configured at all: tls-port, tls-replication or tls-cluster (Redis builds
+  /// its contexts in those cases, and refuses to start when they cannot be built).
+  bool tls_wanted() const;
 
  private:
   // Accepting clients (accept.cc). A listener waits until its listen queue has connections,

@@ -1,6 +1,7 @@
-// server/tls.h - TLS on the client port `tls-port` (docs/tls.md): the OpenSSL context built
-// from Redis's tls-* config keys, and the stream one TLS connection reads and writes through
-// (Asio's SSL stream over the connection's own socket).
+// server/tls.h - TLS on the client port `tls-port` (docs/tls.md): the OpenSSL contexts built
+// from Redis's tls-* config keys (the server's, and the client's that replication and slot
+// migration use towards other nodes), and the stream one TLS connection reads and writes
+// through (Asio's SSL stream over the connection's own socket).
 //
 // Only connection.cc, server.cc and tls.cc include this header: the rest of the server sees a
 // Connection's TLS stream as an opaque pointer, so OpenSSL's headers stay out of their builds.
@@ -21,16 +22,21 @@ class Config;
 /// connections accepted before keep the one they started with.
 class TlsContext {
  public:
-  /// Builds the context from `config`. On failure returns null and sets `error` to the line
-  /// Redis logs for it ("Failed to load certificate: FILE: error:...").
+  /// Builds the server and client contexts from `config`. On failure returns null and sets
+  /// `error` to the line Redis logs for it ("Failed to load certificate: FILE: error:...").
   static std::shared_ptr<TlsContext> create(const Config& config, std::string* error);
 
   /// The Asio context new streams are made with.
   asio::ssl::context& ssl() { return ctx_; }
+  /// The client side, for this node's links to its peers (tls-replication, tls-cluster): an
+  /// SSL_CTX that shows tls-client-cert-file (else tls-cert-file) and verifies the peer's
+  /// certificate against tls-ca-cert-file/dir. Shares ownership of `tls`; null for null.
+  static std::shared_ptr<ssl_ctx_st> client(const std::shared_ptr<TlsContext>& tls);
 
  private:
   TlsContext();
   asio::ssl::context ctx_;
+  asio::ssl::context client_;
 };
 
 /// tls-auth-clients: whether a client must present a certificate the CA signed.

@@ -243,7 +243,9 @@ void cluster_syncslots(CommandContext& ctx) {
   if (std::string error = migrations.check_export(id); !error.empty())
     return ctx.out.error(error);
   ctx.out.simple("FULLRESYNC " + id + " 0");
-  ctx.conn.hand_off_after_reply([&migrations, id](int fd) { migrations.attach_export(fd, id); });
+  ctx.conn.hand_off_after_reply([&migrations, id](std::unique_ptr<cluster::ReplSocket> socket) {
+    migrations.attach_export(std::move(socket), id);
+  });
 }
 
 // CLUSTER GETSLOTMIGRATIONS: the migrations this node runs and the last ones it ran.

@@ -102,8 +102,6 @@ void cmd_replconf(CommandContext& ctx) {
 // PSYNC <replid> <offset>: the reply line, then the socket becomes the replica's feed.
 void cmd_psync(CommandContext& ctx) {
   if (!ctx.conn.replica_capa_stratakv) return ctx.out.error(err::kPsyncNotStratakv);
-  // The feed takes over the raw socket (hand_off_after_reply): a TLS stream cannot follow it.
-  if (ctx.conn.is_tls()) return ctx.out.error(err::kPsyncOverTls);
   const auto offset = parse_int(ctx.args[2]);
   if (!offset) return ctx.out.error(err::kNotInteger);
   Replication& repl = ctx.server.replication();
@@ -112,9 +110,11 @@ void cmd_psync(CommandContext& ctx) {
   std::string ip = ctx.conn.peer();
   if (const size_t colon = ip.rfind(':'); colon != std::string::npos) ip.resize(colon);
   const uint16_t port = ctx.conn.replica_listening_port;
-  ctx.conn.hand_off_after_reply([&repl, ip = std::move(ip), port, plan](int fd) {
-    repl.attach(fd, ip, port, plan);
-  });
+  // The feed takes over the socket, and on tls-port the TLS session with it (docs/tls.md).
+  ctx.conn.hand_off_after_reply(
+      [&repl, ip = std::move(ip), port, plan](std::unique_ptr<cluster::ReplSocket> socket) {
+        repl.attach(std::move(socket), ip, port, plan);
+      });
 }
 
 }  // namespace

@@ -144,7 +144,7 @@ void cmd_config_set(CommandContext& ctx) {
   }
   // A tls-* key changed while TLS is on: a new context (checked as at start: tls-auth-clients
   // needs a CA, too), or none of the pairs is kept and the old context stays.
-  if (error.empty() && ctx.server.tls_port() != 0) {
+  if (error.empty() && ctx.server.tls_wanted()) {
     for (const auto& p : pairs) {
       if (!p.name.starts_with("tls-")) continue;
       if (ctx.server.configure_tls()) {

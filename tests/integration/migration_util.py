@@ -19,7 +19,10 @@ class Cluster:
     """`shards` primaries created by stratakv-admin, plus `empty` nodes added as new shards
     that serve no slot yet."""
 
-    def __init__(self, etcd, shards, empty=1, replicas=0, ssd=False, empty_config=None, **config):
+    def __init__(self, etcd, shards, empty=1, replicas=0, ssd=False, empty_config=None,
+                 node_config=None, **config):
+        """`node_config`: a function called once per node, returning config of its own (a
+        tls-port each, say)."""
         self.etcd = etcd
         self.prefix = "/stratakv/m%d" % random.randrange(1 << 30)
         self.nodes = []
@@ -34,6 +37,9 @@ class Cluster:
                                    "memory.capacity": "64mb", "maxmemory": "16mb",
                                    # every value demoted, none dropped: what migrates is known
                                    "tiering.ssd.admission": "wait"})
+            if node_config is not None:
+                srv.config.update({k.replace("__", ".").replace("_", "-"): v
+                                   for k, v in node_config().items()})
             self.nodes.append(srv)
         for srv in self.nodes[first:]:
             srv.config.update({k.replace("__", ".").replace("_", "-"): v

@@ -298,9 +298,18 @@ def test_admin_failover_switches_the_shard(etcd):
         assert "primary 127.0.0.1:%d" % replica.port in out.stdout, out.stdout
         wait_until("roles swapped", lambda: role(replica) == "primary" and role(primary) == "replica")
         assert replica.client().get("k") == b"v"
+        # The manual failover paused the old primary's writes for up to 10 s (REPLCONF
+        # pause-writes): the pause ends once it is a replica, well before those 10 s, so a
+        # failover back finds it writable at once.
+        wait_until("the old primary's pause lifted", lambda: primary.client().info("cluster")[
+            "cluster_fenced"] == 0, timeout=5)
         # Back again, through the other node (now the replica).
         out = admin(etcd, prefix, "failover", "127.0.0.1:%d" % replica.port)
         assert "primary 127.0.0.1:%d" % primary.port in out.stdout, out.stdout
+        wait_until("roles swapped back", lambda: role(primary) == "primary")
+        wait_until("writes accepted", lambda: primary.client().info("cluster")["cluster_fenced"] == 0,
+                   timeout=5)
+        assert primary.client().set("back", "again")
     finally:
         stop_servers(primary, replica)
 

@@ -205,7 +205,13 @@ TEST_CASE("TLS keys: Redis's names and defaults") {
   CHECK(c.choice(Key::kTlsAuthClients) == "optional");
   CHECK(*c.set("tls-auth-clients", "maybe", true) ==
         "argument(s) must be one of the following: no, yes, optional");
-  CHECK(c.get("tls-*").size() == 14);
+  // tls-replication and tls-cluster: Redis's names, default no; the client certificate keys.
+  CHECK(c.get("tls-replication").at(0).second == "no");
+  CHECK(c.get("tls-cluster").at(0).second == "no");
+  CHECK(c.str(Key::kTlsClientCertFile).empty());
+  CHECK_FALSE(c.set("tls-replication", "yes", true).has_value());
+  CHECK(c.num(Key::kTlsReplication) == 1);
+  CHECK(c.get("tls-*").size() == 19);
 }
 
 TEST_CASE("human_bytes formats like INFO") {

@@ -78,13 +78,13 @@ TEST_CASE("migration feed: only the slot set's keys are copied, only their chang
   auto slots = std::make_shared<SlotSet>();
   slots->set('a');
   FeedOptions o;
-  o.fd = sv[0];
+  o.socket = std::make_unique<ReplSocket>(sv[0]);
   o.full = true;
   o.start_offset = backlog->offset();
   o.keyspace = &ks;
   o.backlog = backlog;
   o.slots = slots;
-  ReplicaFeed feed(o);
+  ReplicaFeed feed(std::move(o));
   feed.start();
 
   std::map<std::string, std::string> copy;
