@@ -92,6 +92,8 @@ enum class Key {
   kRdmaDevice,
   kRdmaGidIndex,
   kRdmaTimeout,
+  kTransferThreads,
+  kTransferOffloadThreshold,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
   kLatencyMonitorThreshold,
