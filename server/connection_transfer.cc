@@ -35,8 +35,9 @@ asio::awaitable<Connection::Outcome> Connection::finish_transfer(const resp::Req
         });
       },
       asio::use_awaitable);
-  // A client that went away meanwhile: the copy is done, its result dropped (nothing is
-  // published, nothing replied).
+  // Closed meanwhile (CLIENT KILL, an output limit, shutdown): the copy is done, its result
+  // dropped (nothing published, nothing replied; the plan's values freed or unpinned). A client
+  // that merely went away is noticed at the next read: its command completes, as any other.
   if (closed_.load(std::memory_order_relaxed)) co_return Outcome::kRejected;
   // Back on this connection's thread: the values put are published here, the write path's
   // observers told as for any write (keyspace events named after this command, published when

@@ -31,8 +31,8 @@ class Transfer {
   /// run on any thread, once. Errors are kept for finish().
   virtual void copy() = 0;
   /// After copy(), on the connection's own thread: publishes the values put (under their key
-  /// locks) and writes the command's reply to ctx.out. Not called when the client closed
-  /// meanwhile: the plan is then dropped (its values freed or unpinned).
+  /// locks) and writes the command's reply to ctx.out. Not called when the connection was
+  /// closed meanwhile: the plan is then dropped (its values freed or unpinned).
   virtual void finish(CommandContext& ctx) = 0;
   /// The bytes copy() moves.
   virtual uint64_t bytes() const = 0;

@@ -262,3 +262,37 @@ def test_sdk_large_values_through_the_pool(start_server, sock_path):
     assert [bytes(t) for t in targets] == values
     assert r.get("sdk:3") == values[3]
     assert offloaded(r)[0] >= 4
+
+
+def test_connection_killed_mid_offload_drops_the_result(start_server, sock_path):
+    # CLIENT KILL from another connection of the same I/O thread while the copy is on the pool:
+    # the copy finishes, nothing of it is published, no reply is written.
+    srv = start_server(unixsocket=sock_path, memory__capacity="1gb", threads=1)
+    r = srv.client()
+    c, other = FastConn(sock_path), FastConn(sock_path)
+    cid = c.call("CLIENT", "ID")
+    src = Segment(256 * MiB)
+    c.register(src)
+    n, size = 64, 4 * MiB
+    args = [n]
+    for i in range(n):
+        args += ["dropped:%d" % i, size, 1, src.id, i * size, size]
+    for attempt in range(5):
+        c.send_cmd("KV.MPUT", *args)
+        for _ in range(5000):
+            if in_flight(other.call("INFO", "fastpath")) > 0:
+                break
+        if in_flight(other.call("INFO", "fastpath")) > 0:
+            break
+        assert c.read_reply(timeout=60) == [OK] * n  # over before it was seen: try again
+        assert other.call("DEL", *["dropped:%d" % i for i in range(n)]) == n
+    else:
+        raise AssertionError("no copy was ever seen in flight")
+    assert other.call("CLIENT", "KILL", "ID", cid) == 1
+    wait_until("no copy in flight", lambda: r.info("fastpath")["transfers_in_flight"] == 0,
+               timeout=30)
+    with pytest.raises(Exception):
+        c.read_reply(timeout=10)  # closed with no reply
+    assert r.exists(*["dropped:%d" % i for i in range(n)]) == 0
+    assert other.call("PING") == Simple("PONG")
+    other.close()
