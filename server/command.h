@@ -63,6 +63,10 @@ struct CommandContext {
   std::span<const std::string_view> args;  ///< args[0] is the command name as sent
   int64_t now_ms;                          ///< Unix ms at dispatch
   tiering::Keyspace& ks;
+  /// Whether the handler may hand work over and let the connection wait for it (the pipeline's
+  /// own call: Connection::defer_transfer). False inside EXEC and scripts, which must not
+  /// suspend: they run everything inline.
+  bool may_suspend = false;
 };
 
 using Handler = void (*)(CommandContext&);

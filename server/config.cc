@@ -166,6 +166,11 @@ const std::vector<Spec>& specs() {
       {Key::kRdmaDevice, "rdma.device", Type::kString, "", false},  // "" = the first device
       {Key::kRdmaGidIndex, "rdma.gid_index", Type::kInt, "0", false, 0, 255},
       {Key::kRdmaTimeout, "rdma.timeout", Type::kInt, "10000", true, 1, 3'600'000},  // ms
+      // The transfer pool (server/transfer_pool.h, docs/fast-path.md): threads that run the
+      // fast path's large copies off the I/O threads (0: none, every copy inline), and the
+      // bytes of a command's copies from which they go there (0: never).
+      {Key::kTransferThreads, "transfer.threads", Type::kInt, "2", false, 0, 64},
+      {Key::kTransferOffloadThreshold, "transfer.offload_threshold", Type::kSize, "2mb", true},
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},

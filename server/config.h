@@ -97,6 +97,8 @@ enum class Key {
   kRdmaDevice,
   kRdmaGidIndex,
   kRdmaTimeout,
+  kTransferThreads,
+  kTransferOffloadThreshold,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
   kLatencyMonitorThreshold,

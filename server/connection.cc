@@ -628,6 +628,9 @@ asio::awaitable<void> Connection::run() {
           // EVAL: its script runs on a script thread while this coroutine waits.
           if (script_call_) [[unlikely]]
             record_call(req, prepared_, co_await finish_script(), batch_ms);
+          // A large fast-path copy: on the transfer pool while this coroutine waits.
+          if (transfer_) [[unlikely]]
+            record_call(req, prepared_, co_await finish_transfer(req, prepared_), batch_ms);
         } else {
           co_await process_tiered(req, batch_ms, std::string_view(rbuf_.get() + pos, have - pos));
         }

@@ -34,6 +34,7 @@
 #include "server/pubsub.h"
 #include "server/script_runner.h"
 #include "server/transaction.h"
+#include "server/transfer_pool.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
 
@@ -141,6 +142,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// EVAL's hand-over (cmd_script.cc): the pipeline runs `call` on a script thread while this
   /// connection waits, then replies (connection_script.cc).
   void defer_script(ScriptCall call) { script_call_.emplace(std::move(call)); }
+  /// A fast-path command's large copy (server/transfer_pool.h): after the handler, this
+  /// connection waits (its coroutine) while the transfer pool runs `t->copy()`, then
+  /// `t->finish()` publishes and replies here (connection_transfer.cc). Only from a handler
+  /// called with CommandContext::may_suspend.
+  void defer_transfer(std::unique_ptr<Transfer> t) { transfer_ = std::move(t); }
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// READONLY (cluster mode): reads of the slots this node holds as a replica are served
@@ -234,6 +240,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<Outcome> finish_script();
   asio::awaitable<bool> busy_stage(const resp::Request& req, int64_t now_ms);
   std::optional<ScriptCall> script_call_;
+  // The transfer pool (connection_transfer.cc). finish_transfer: runs the copy the handler
+  // deferred on the pool, this coroutine waiting, then publishes and replies on this thread;
+  // the call's outcome for stage 8. A client closed meanwhile: the result is dropped.
+  asio::awaitable<Outcome> finish_transfer(const resp::Request& req, const PreparedCommand& cmd);
+  std::unique_ptr<Transfer> transfer_;
   std::vector<size_t> busy_shards_, busy_keys_;
   // The slot migration stage (connection_migration.cc): true when the request is a write to a
   // slot migrating out, counted in flight (SlotOwner::write_begin) until it completed; during

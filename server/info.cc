@@ -292,6 +292,12 @@ void section_fastpath(Server& srv, int64_t now_ms, std::string* s) {
   field(s, "leased_keys", srv.keyspace().lease_count(now_ms));
   field(s, "kv_put_bytes", srv.stats().kv_put_bytes.load());
   field(s, "kv_get_bytes", srv.stats().kv_get_bytes.load());
+  // The transfer pool (server/transfer_pool.h): copies run off the I/O threads.
+  const TransferPool* pool = srv.transfers();
+  field(s, "transfer_threads", pool != nullptr ? pool->threads() : 0);
+  field(s, "transfers_offloaded", pool != nullptr ? pool->offloaded() : 0);
+  field(s, "transfer_offloaded_bytes", pool != nullptr ? pool->offloaded_bytes() : 0);
+  field(s, "transfers_in_flight", pool != nullptr ? pool->in_flight() : 0);
 }
 
 // The tiers (docs/ssd-tier.md): where keys and bytes live, what moved between the tiers.

@@ -355,6 +355,7 @@ void Connection::count_error_reply(void* self, std::string_view text) {
   KeyspaceEvents::CommandScope events(server_.keyspace_events(), cmd.spec);
   const auto start = command_end_;
   CommandContext ctx{server_, *this, writer_, req, req.args(), now_ms, server_.keyspace()};
+  ctx.may_suspend = true;  // the pipeline's own call: a large copy may go to the transfer pool
   const uint64_t errors_before = writer_.errors();
   const resp::Writer::Mark mark = writer_.mark();
   Outcome outcome = Outcome::kCalled;
@@ -512,8 +513,9 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   }
   // 6. The handler. 7. Write events: the keyspace tells its observers. 8. Stats, slowlog.
   const Outcome outcome = call(req, cmd, now_ms);
-  // EVAL handed its script over: the connection's loop runs it (finish_script) and records.
-  if (script_call_) [[unlikely]] return;
+  // EVAL handed its script over, or a fast-path command its copy: the connection's loop runs
+  // it (finish_script, finish_transfer) and records.
+  if (script_call_ || transfer_) [[unlikely]] return;
   record(req, cmd, outcome, now_ms);
 }
 
@@ -571,6 +573,8 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
       else outcome = call(req, cmd, now_ms);  // 6. The handler.
       // EVAL's script runs on a script thread, the values of its keys pinned meanwhile.
       if (script_call_) outcome = co_await finish_script();
+      // A large fast-path copy runs on the transfer pool; the values it reads stay pinned.
+      if (transfer_) outcome = co_await finish_transfer(req, cmd);
     }
   }
   // 7. Write events: the keyspace tells its observers (the SSD tier queues its ops); a reply

@@ -18,7 +18,10 @@
 //   5. room and -OOM           Connection::room_for_write (pipeline.cc); with the SSD tier,
 //                              first the back-pressure wait, Connection::ssd_throttle
 //   6. the handler             Connection::call (pipeline.cc): tiering::NeedRoom -> make room
-//                              with no lock held, run it again; std::bad_alloc -> -OOM
+//                              with no lock held, run it again; std::bad_alloc -> -OOM.
+//                              EVAL's script runs on a script thread (finish_script), a large
+//                              fast-path copy on the transfer pool (finish_transfer), this
+//                              connection waiting on its coroutine
 //   7. write events            the keyspace tells its observers itself (tiering/); keyspace
 //                              notifications are published when the handler returned
 //                              (KeyspaceEvents::CommandScope in call()); the reply

@@ -88,6 +88,9 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
   // Scripts run off the I/O threads (docs/scripting.md): as many script threads as I/O
   // threads, at least 2, so a long script does not hold up the scripts of other keys.
   scripts_.start(std::max<size_t>(2, n));
+  // Large fast-path copies run off the I/O threads (docs/fast-path.md).
+  if (const int64_t t = config_.num(Key::kTransferThreads); t > 0)
+    transfers_ = std::make_unique<TransferPool>(static_cast<size_t>(t));
 }
 
 Server::~Server() {
@@ -96,6 +99,7 @@ Server::~Server() {
   scripts_.stop();
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
+  if (transfers_) transfers_->stop();
 }
 
 std::optional<std::string> Server::listen() {
@@ -360,6 +364,8 @@ void Server::run() {
   }
   // Running scripts are stopped (SHUTDOWN NOSAVE during a busy script) and their threads joined.
   scripts_.stop();
+  // Copies in flight finish (their connections' resumptions are never run).
+  if (transfers_) transfers_->stop();
   stop_ssd_tier();
   std::string path = config_.str(Key::kUnixSocket);
   if (!path.empty()) ::unlink(path.c_str());

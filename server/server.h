@@ -35,6 +35,7 @@
 #include "server/slot_owner.h"
 #include "server/slowlog.h"
 #include "server/transaction.h"
+#include "server/transfer_pool.h"
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
@@ -144,6 +145,9 @@ class Server {
   Monitors& monitors() { return monitors_; }
   /// The script cache and the script threads (EVAL, SCRIPT). Thread-safe.
   ScriptRunner& scripts() { return scripts_; }
+  /// The transfer pool (server/transfer_pool.h): the fast path's large copies run there, off
+  /// the I/O threads. Null when transfer.threads is 0. Thread-safe.
+  TransferPool* transfers() { return transfers_.get(); }
   /// Who WATCHes which key (an observer of the keyspace). Thread-safe.
   WatchRegistry& watches() { return watches_; }
   /// Pub/Sub's registry of subscriptions (server/pubsub.h). Thread-safe.
@@ -347,6 +351,8 @@ class Server {
   int64_t last_ops_ms_ = 0;
   int64_t last_buffer_sweep_ms_ = 0;  // cron: when idle clients last gave buffers back
   ScriptRunner scripts_;  // its threads run commands: stopped in run() and before the rest
+  // Its copies use connections' memory: stopped once the workers are joined, as scripts_.
+  std::unique_ptr<TransferPool> transfers_;
   // Last: destroyed first (the tier refers to the keyspace; the pool's jobs to the tier).
   std::unique_ptr<tiering::SsdTier> ssd_;
   std::atomic<uint64_t> room_claimed_{0};  // RoomClaim

@@ -2,14 +2,15 @@
 // memory, and puts/gets whose payload moves out of band, described by scatter-gather lists.
 //
 // The payload is copied once, by the server, between the client's registered segment and the
-// value's block in the memory region. The copy runs with no lock held: a put fills a new
-// value and then publishes it under the shard lock (readers see the old value or the new one,
-// whole); a get takes a reference to the value under the lock and copies after releasing it
-// (a DEL or overwrite meanwhile cannot tear what is copied).
-#include <sys/uio.h>
+// value's block in the memory region, with no lock held (kv_copy.h: plan, copy, finish): a put
+// fills a new value and then publishes it under the shard lock (readers see the old value or the
+// new one, whole); a get takes a reference to the value under the lock and copies after
+// releasing it (a DEL or overwrite meanwhile cannot tear what is copied). A large copy runs on
+// the transfer pool, off the I/O thread (server/transfer_pool.h).
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/commands/family.h"
+#include "server/commands/kv_copy.h"
 #include "server/commands/kv_layout.h"
 #include "server/server.h"
 #include "tiering/key_lock.h"
@@ -27,7 +29,6 @@ namespace server {
 namespace {
 
 using tiering::KeyLock;
-using tiering::ValueRef;
 
 // One key's part of a command: its scatter-gather list.
 struct KeyPart {
@@ -52,11 +53,6 @@ void read_open_descriptors(ArgParser& p, std::span<const std::string_view> args,
   }
 }
 
-struct PutOptions {
-  int64_t expire_ms = 0;  // absolute; 0 = none
-  bool nx = false;
-};
-
 // Reads `[EX s | PX ms] [NX]` from `at` to the end.
 bool read_put_options(CommandContext& ctx, std::string_view command, size_t at, PutOptions& o) {
   ArgParser p(ctx.args, at);
@@ -75,129 +71,6 @@ bool read_put_options(CommandContext& ctx, std::string_view command, size_t at, 
   }
   if (e.kind == ExpireOption::kAt) o.expire_ms = e.at_ms;
   return true;
-}
-
-// A scatter-gather list resolved for one transport: mapped pieces (shm) or pieces of client
-// memory reached by one-sided RDMA (verbs). One list uses one transport.
-struct Window {
-  std::vector<iovec> local;
-  std::vector<rdma::RemotePiece> remote;
-  uint64_t total = 0;  // bytes
-  bool verbs = false;
-};
-
-bool resolve(CommandContext& ctx, std::span<const rdma::Descriptor> sgl, Window& w,
-             std::string& error) {
-  const rdma::Segment* first = sgl.empty() ? nullptr : ctx.conn.segments.find(sgl[0].segment);
-  if (first != nullptr && first->kind == rdma::SegmentKind::kVerbs && ctx.conn.verbs) {
-    w.verbs = true;
-    return rdma::resolve_remote(ctx.conn.segments, sgl, w.remote, w.total, error);
-  }
-  return ctx.conn.segments.resolve(sgl, w.local, w.total, error);
-}
-
-uint32_t rdma_timeout_ms(CommandContext& ctx) {
-  return static_cast<uint32_t>(ctx.server.config().num(Key::kRdmaTimeout));
-}
-
-// Copies the window's bytes into `dst` (n = the window's total): memcpy, or RDMA READ into the
-// registered region. Blocks the connection's thread until the transfer completes.
-bool copy_in(CommandContext& ctx, const Window& w, char* dst, size_t n, std::string& error) {
-  if (n == 0) return true;
-  if (!w.verbs) {
-    rdma::gather(w.local, {reinterpret_cast<std::byte*>(dst), n});
-    return true;
-  }
-  const iovec local{dst, n};
-  return ctx.conn.verbs->read({&local, 1}, w.remote, rdma_timeout_ms(ctx), error);
-}
-
-// Copies `n` bytes from `src` into the start of the window (n <= its total): memcpy, or RDMA
-// WRITE from the registered region.
-bool copy_out(CommandContext& ctx, const Window& w, const char* src, size_t n,
-              std::string& error) {
-  if (n == 0) return true;
-  if (!w.verbs) {
-    rdma::scatter({reinterpret_cast<const std::byte*>(src), n}, w.local);
-    return true;
-  }
-  std::vector<rdma::RemotePiece> remote;  // the window's first n bytes
-  for (uint64_t left = n; const rdma::RemotePiece& r : w.remote) {
-    if (left == 0) break;
-    remote.push_back({r.addr, r.rkey, std::min<uint64_t>(r.length, left)});
-    left -= remote.back().length;
-  }
-  const iovec local{const_cast<char*>(src), n};
-  return ctx.conn.verbs->write({&local, 1}, remote, rdma_timeout_ms(ctx), error);
-}
-
-// Fills a new value from the part's segments. Empty with `error` set on a bad descriptor, a
-// length mismatch or a failed transfer; throws std::bad_alloc when the region cannot fit it.
-ValueRef fill_value(CommandContext& ctx, const KeyPart& part, std::string& error) {
-  Window w;
-  if (!resolve(ctx, part.sgl, w, error)) return {};
-  const uint64_t total = w.total;
-  if (total != part.total) {
-    error = err::sgl_length_mismatch(total, part.total);
-    return {};
-  }
-  if (part.total > static_cast<uint64_t>(ctx.server.config().num(Key::kProtoMaxBulkLen))) {
-    error = err::kStringTooLong;
-    return {};
-  }
-  // Larger than memory can ever hold: refused before a byte moves or a key is evicted.
-  if (const uint64_t limit = ctx.server.memory_limit(); part.total > limit) {
-    error = err::value_too_large(part.total, ctx.server.memory_limit_name(), limit);
-    return {};
-  }
-  // No lock is held here: the allocation may make room (evict) if it must.
-  ValueRef value = new_value(ctx, part.total);
-  if (!copy_in(ctx, w, value->data(), part.total, error)) return {};
-  ctx.server.stats().kv_put_bytes.fetch_add(part.total, std::memory_order_relaxed);
-  return value;
-}
-
-// Publishes `value` at `key`. False when NX refused it.
-bool publish(CommandContext& ctx, std::string_view key, ValueRef value, const PutOptions& o) {
-  KeyLock lock(ctx.ks, key, ctx.now_ms);
-  if (o.nx && lock.find(key)) return false;
-  lock.set(key, std::move(value), o.expire_ms);
-  return true;
-}
-
-// Puts one key, replying its result (+OK, nil, or an error).
-void put_one(CommandContext& ctx, const KeyPart& part, const PutOptions& o) {
-  std::string error;
-  ValueRef value;
-  try {
-    value = fill_value(ctx, part, error);
-  } catch (const std::bad_alloc&) {
-    return ctx.out.error(err::kOom);
-  }
-  if (!value) return ctx.out.error(error);
-  if (publish(ctx, part.key, std::move(value), o)) ctx.out.ok();
-  else ctx.out.null();
-}
-
-// Gets one key into its window, replying the value's length, nil, or an error.
-void get_one(CommandContext& ctx, const KeyPart& part) {
-  Window w;
-  std::string error;
-  if (!resolve(ctx, part.sgl, w, error)) return ctx.out.error(error);
-  const uint64_t window = w.total;
-  ValueRef value;
-  {
-    KeyLock lock(ctx.ks, part.key, ctx.now_ms);
-    const KeyLock::Item* item = lock.lookup(part.key);
-    if (item == nullptr) return ctx.out.null();
-    value = item->second.value;
-  }
-  const size_t size = value->size();
-  if (size > window)
-    return ctx.out.error(err::window_too_small(window, size));
-  if (!copy_out(ctx, w, value->data(), size, error)) return ctx.out.error(error);
-  ctx.server.stats().kv_get_bytes.fetch_add(size, std::memory_order_relaxed);
-  ctx.out.integer(static_cast<int64_t>(size));
 }
 
 // ---- commands ----
@@ -282,7 +155,9 @@ void cmd_put(CommandContext& ctx) {
   if (!p.ok()) return ctx.out.error(p.error());
   PutOptions o;
   if (!read_put_options(ctx, "kv.put", at, o)) return;
-  put_one(ctx, part, o);
+  auto plan = std::make_unique<KvPlan>(false, o);
+  plan->add_put(ctx, part.key, part.total, part.sgl);
+  KvPlan::run(ctx, std::move(plan));
 }
 
 void cmd_get(CommandContext& ctx) {
@@ -292,7 +167,9 @@ void cmd_get(CommandContext& ctx) {
   read_open_descriptors(p, ctx.args, at, part.sgl);
   if (!p.ok()) return ctx.out.error(p.error());
   if (at != ctx.args.size() || part.sgl.empty()) return ctx.out.error(err::kSyntax);
-  get_one(ctx, part);
+  auto plan = std::make_unique<KvPlan>(false, PutOptions{});
+  plan->add_get(ctx, part.key, part.sgl);
+  KvPlan::run(ctx, std::move(plan));
 }
 
 // The entries of a batch as KeyParts, read with the batch layout (kv_layout.h, the same reader
@@ -322,13 +199,14 @@ void cmd_mput(CommandContext& ctx) {
   if (at == 0) return;
   PutOptions o;
   if (!read_put_options(ctx, "kv.mput", at, o)) return;
-  ctx.out.array(parts.size());
+  auto plan = std::make_unique<KvPlan>(true, o);
   for (const KeyPart& part : parts) {
     // A key another node serves: its entry says where, and its bytes are not read.
     if (std::string elsewhere = key_elsewhere(ctx, part.key); !elsewhere.empty())
-      ctx.out.error(elsewhere);
-    else put_one(ctx, part, o);
+      plan->add_error(std::move(elsewhere));
+    else plan->add_put(ctx, part.key, part.total, part.sgl);
   }
+  KvPlan::run(ctx, std::move(plan));
 }
 
 void cmd_mget(CommandContext& ctx) {
@@ -336,16 +214,17 @@ void cmd_mget(CommandContext& ctx) {
   const size_t at = read_batch(ctx, BatchLayout::Kind::kGet, parts);
   if (at == 0) return;
   if (at != ctx.args.size()) return ctx.out.error(err::kSyntax);
-  ctx.out.array(parts.size());
+  auto plan = std::make_unique<KvPlan>(true, PutOptions{});
   for (const KeyPart& part : parts) {
     if (part.sgl.empty()) {
-      ctx.out.error(err::kSyntax);
+      plan->add_error(std::string(err::kSyntax));
     } else if (std::string elsewhere = read_key_elsewhere(ctx, part.key); !elsewhere.empty()) {
-      ctx.out.error(elsewhere);  // another node serves it: nothing is written
+      plan->add_error(std::move(elsewhere));  // another node serves it: nothing is written
     } else {
-      get_one(ctx, part);
+      plan->add_get(ctx, part.key, part.sgl);
     }
   }
+  KvPlan::run(ctx, std::move(plan));
 }
 
 // KV.PREFIX key [key ...] [PIN ms]: the keys are args[1, end); with four arguments or more, a

@@ -102,6 +102,28 @@ TEST_CASE("KV.PUT / KV.GET over (fake) RDMA through the server") {
   }
   CHECK(std::memcmp(buf.data(), value.data(), value.size()) == 0);
   CHECK(buf[value.size()] == 0);
+  // Both transfers (3 MiB, over transfer.offload_threshold's 2 MiB) ran on the transfer pool;
+  // with the threshold off the same RDMA WRITE runs inline on the connection's thread.
+  auto offloaded = [&] {
+    Reply r(c, redisCommand(c, "INFO fastpath"));
+    const std::string info = r.str();
+    const size_t at = info.find("transfers_offloaded:");
+    REQUIRE(at != std::string::npos);
+    return std::stoll(info.substr(at + 20));
+  };
+  CHECK(offloaded() == 2);
+  {
+    Reply r(c, redisCommand(c, "CONFIG SET transfer.offload_threshold 0"));
+    CHECK(r.str() == "OK");
+  }
+  std::memset(buf.data(), 0, buf.size());
+  {
+    Reply r(c, redisCommand(c, "KV.GET k %lld 0 %llu", seg, ull(4 * MiB)));
+    REQUIRE(r.r->type == REDIS_REPLY_INTEGER);
+    CHECK(r.r->integer == static_cast<long long>(value.size()));
+  }
+  CHECK(std::memcmp(buf.data(), value.data(), value.size()) == 0);
+  CHECK(offloaded() == 2);
   // Out of the segment: refused before any transfer.
   {
     Reply r(c, redisCommand(c, "KV.GET k %lld %llu 4096", seg, ull(8 * MiB - 100)));
