@@ -304,6 +304,12 @@ void Server::cron() {
     if (size_t n = resident_policy_.to_purge(now, memory.used(), memory_limit(), memory.region.dirty))
       tiering::MemoryTier::region().trim(memory.region.dirty - n);
     sync_eviction_options();
+    // The operator's log: a line when eviction starts and one when it has stopped.
+    if (std::string line = eviction_log_.tick(now, evictor_.evicted_keys(), memory.used(),
+                                              memory_limit(),
+                                              config_.choice(Key::kMaxMemoryPolicy));
+        !line.empty())
+      log::notice(line);
     if (ssd_ != nullptr) {
       ssd_->set_promote_after(static_cast<uint32_t>(config_.num(Key::kPromoteAfter)));
       ssd_->reclaimer().set_enabled(config_.num(Key::kSsdReclaim) != 0);

@@ -39,6 +39,7 @@
 #include "tiering/eviction.h"
 #include "tiering/keyspace.h"
 #include "tiering/memory_tier.h"
+#include "tiering/eviction_log.h"
 #include "tiering/resident_policy.h"
 #include "tiering/ssd_tier.h"
 #include "tiering/value.h"
@@ -340,6 +341,7 @@ class Server {
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
   asio::steady_timer cron_timer_;
   tiering::ResidentPolicy resident_policy_;  // cron only
+  tiering::EvictionLog eviction_log_;        // cron only
   asio::signal_set signals_;
   std::atomic<bool> stopping_{false};
   std::atomic<ShutdownSave> shutdown_save_{ShutdownSave::kDefault};  // set by the first stop()

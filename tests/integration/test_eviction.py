@@ -49,6 +49,10 @@ def test_allkeys_lru_streams_300mb_through_64mb_and_keeps_the_hot_set(start_serv
     assert 20 <= present <= 64
     for j, k in enumerate(hot):
         assert r.get(k) == pattern("hot", j)
+    # The operator's log says once that eviction started (not a line per key).
+    log = srv.log_path.read_text(errors="replace")
+    assert log.count("eviction started:") == 1, srv.log_tail()
+    assert "maxmemory-policy=allkeys-lru" in log
 
 
 @STRATAKV_ONLY

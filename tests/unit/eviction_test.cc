@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tiering/eviction.h"
+#include "tiering/eviction_log.h"
 
 using namespace tiering;
 
@@ -250,4 +251,25 @@ TEST_CASE("a hidden slot's keys (a migration's import) are never evicted; the ot
   CHECK(ev.evict_to((100 - unhidden) * kUnit / 2, now) == unhidden - 20);
   for (int i = 0; i < 100; ++i)
     if (hidden[i]) CHECK(present(ks, "k" + std::to_string(i), now));
+}
+
+TEST_CASE("EvictionLog: one line when eviction starts, one when it has been quiet 10 s") {
+  tiering::EvictionLog log;
+  const uint64_t mb = 1 << 20;
+  CHECK(log.tick(0, 0, 10 * mb, 100 * mb, "allkeys-lru").empty());  // nothing evicted
+  const std::string start = log.tick(100, 5, 99 * mb, 100 * mb, "allkeys-lru");
+  CHECK(start.find("eviction started") == 0);
+  CHECK(start.find("maxmemory-policy=allkeys-lru") != std::string::npos);
+  // Evicting on: nothing per tick.
+  for (int64_t t = 200; t <= 5000; t += 100)
+    CHECK(log.tick(t, 5 + static_cast<uint64_t>(t), 99 * mb, 100 * mb, "allkeys-lru").empty());
+  // Quiet, but for less than 10 s.
+  CHECK(log.tick(14'000, 5005, 90 * mb, 100 * mb, "allkeys-lru").empty());
+  const std::string stop = log.tick(15'000, 5005, 90 * mb, 100 * mb, "allkeys-lru");
+  CHECK(stop.find("eviction stopped: 5005 keys evicted in 4 s") == 0);
+  CHECK(log.tick(16'000, 5005, 90 * mb, 100 * mb, "allkeys-lru").empty());  // said once
+  // CONFIG RESETSTAT sets the count back: no false start, and a new episode counts afresh.
+  CHECK(log.tick(17'000, 0, 90 * mb, 100 * mb, "allkeys-lru").empty());
+  CHECK(log.tick(18'000, 3, 99 * mb, 100 * mb, "volatile-ttl").find("eviction started") == 0);
+  CHECK(log.tick(40'000, 3, 50 * mb, 100 * mb, "volatile-ttl").find("eviction stopped: 3 keys") == 0);
 }
