@@ -43,7 +43,9 @@
 #   THREADS        stratakv --threads (default nproc)
 #   TARGETS        subset of "redis stratakv-resp stratakv-fast" (default all three), and/or
 #                  stratakv-fast-raw
-#   BENCH_ARGS     extra stratakv-bench arguments for every run
+#   BENCH_ARGS     extra stratakv-bench arguments for every run, e.g. --prefill-tokens-per-s R
+#                  (the modeled TTFT's prefill rate; default 10000, an A100 estimate for
+#                  Llama-3-8B: bench/README.md)
 #   REDIS_SERVER, REDIS_ARGS, STRATAKV_SERVER, STRATAKV_ARGS, SSD_ARGS (extra SSD options)
 #   BUILD_DIR      build tree with bin/stratakv-bench and bin/stratakv-server (default
 #                  <repo>/build/release; built when missing)

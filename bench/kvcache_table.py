@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Markdown tables of stratakv-bench JSON reports, side by side: one table per workload, one
-column per target, and each stratakv figure as a ratio of Redis's; then the goals of issue 6.
+column per target, and each stratakv figure as a ratio of Redis's; then the goals of issue 6,
+and the modeled time to first token against issue 17's goal (when the reports have it).
 
 usage: kvcache_table.py RUN.json...   (labels "workload/target", as kvcache-compare.sh sets)
 """
@@ -28,6 +29,10 @@ ROWS = [
     ("prefix load per request p50 ms", "latency.prefix_load.p50_ms", "%.2f", "lower"),
     ("prefix load per request p99 ms", "latency.prefix_load.p99_ms", "%.2f", "lower"),
     ("lookup p99 ms", "latency.lookup.p99_ms", "%.2f", "lower"),
+    ("modeled TTFT p50 ms", "latency.ttft.p50_ms", "%.1f", "lower"),
+    ("modeled TTFT p99 ms", "latency.ttft.p99_ms", "%.1f", "lower"),
+    ("modeled TTFT mean ms", "latency.ttft.mean_ms", "%.1f", "lower"),
+    ("prompt tokens prefilled", lambda r: ttft_prefilled(r), "%.1f%%", "lower"),
     ("load batch p50 / p99 ms", None, None, None),
     ("store batch p50 / p99 ms", None, None, None),
     ("requests/s", "throughput.requests_per_s", "%.1f", "higher"),
@@ -37,6 +42,14 @@ ROWS = [
     ("server used_memory / RSS at end, MiB", None, None, None),
     ("checks", None, None, None),
 ]
+
+
+def ttft_prefilled(run):
+    """Percent of the prompt tokens prefilled (not served from the cache), or None."""
+    c = run["counts"]
+    if "prefill_tokens" not in c or not c.get("prompt_tokens"):
+        return None
+    return 100.0 * c["prefill_tokens"] / c["prompt_tokens"]
 
 
 def value(run, row):
@@ -120,6 +133,21 @@ def main(paths):
             print("| %s | %s | %s | %s | %s, %s |" % (
                 workload, hr, rl("stratakv-resp", "throughput.load_gbps"), rl("stratakv-fast", "throughput.load_gbps"),
                 rl("stratakv-resp", "latency.prefix_load.p99_ms"), rl("stratakv-fast", "latency.prefix_load.p99_ms")))
+        print()
+    ttft = [(w, by) for w, by in goals if get(by["redis"], "latency.ttft.count")]
+    if ttft:
+        rate = get(ttft[0][1]["redis"], "config.prefill_tokens_per_s", 0)
+        print("#### Modeled time to first token, goal of issue 17: p50 and p99 <= 0.5x redis "
+              "(prefill %.0f tokens/s; measured, not asserted)\n" % rate)
+        print("| workload | target | TTFT p50 ms | TTFT p99 ms | p50 vs redis | p99 vs redis |")
+        print("|---|---|--:|--:|--:|--:|")
+        for workload, by in ttft:
+            r = by["redis"]
+            for t in [t for t in TARGETS if t in by] + [t for t in by if t not in TARGETS]:
+                p50, p99 = get(by[t], "latency.ttft.p50_ms", 0), get(by[t], "latency.ttft.p99_ms", 0)
+                print("| %s | %s | %.1f | %.1f | %s | %s |" % (
+                    workload, t, p50, p99, ratio(p50, get(r, "latency.ttft.p50_ms")) if t != "redis" else "",
+                    ratio(p99, get(r, "latency.ttft.p99_ms")) if t != "redis" else ""))
         print()
 
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "net.h"
+#include "ttft.h"
 
 namespace kvbench {
 namespace {
@@ -29,7 +30,12 @@ class Stream {
     for (size_t i = 0; i < n; ++i) keys_[i] = chunk_key(opt_.key_prefix, req.chunks[i]);
     add(&Counts::requests, 1);
     add(&Counts::chunks, n);
-    if (n == 0) return;
+    add(&Counts::prompt_tokens, req.prompt_tokens);
+    if (n == 0) {
+      add(&Counts::prefill_tokens, req.prompt_tokens);
+      st_.ttft.record_ns(modeled_ttft_ns(0, req.prompt_tokens, opt_.prefill_tokens_per_s));
+      return;
+    }
     const std::span<const std::string> keys(keys_);
     const size_t slots = be_.slots();
 
@@ -62,6 +68,9 @@ class Stream {
     add(&Counts::hits, loaded);
     add(&Counts::bytes_loaded, loaded * be_.value_bytes());
     st_.prefix_load.record_ns(op_ns);
+    const uint64_t prefill = prefill_tokens(req.prompt_tokens, loaded, opt_.tokens_per_chunk());
+    add(&Counts::prefill_tokens, prefill);
+    st_.ttft.record_ns(modeled_ttft_ns(op_ns, prefill, opt_.prefill_tokens_per_s));
     be_.release(keys.first(prefix));
 
     // Store the rest.

@@ -44,6 +44,10 @@ const char kUsage[] =
     "  --repeat N (1)         passes over the workload (later passes find earlier chunks)\n"
     "  --requests N           stop after N requests; --duration S: after S seconds\n"
     "  --seed S (1)           --key-prefix S (kvbench/llama-3-8b@1@0)\n"
+    "  --prefill-tokens-per-s R (10000)  prefill rate of the modeled time to first token\n"
+    "                         (TTFT = lookup and loads + prompt tokens after the loaded prefix\n"
+    "                         / R); the default assumes Llama-3-8B bf16 on one A100 (16 GFLOP\n"
+    "                         a token at about 50% of 312 TFLOPS): an estimate, not a measurement\n"
     "  --streams N (4)        concurrent request streams, one connection each\n"
     "  --batch N              chunks per pipelined batch and buffer slots per stream and\n"
     "                         direction (default: about 128 MiB worth, 1..64)\n"
@@ -148,6 +152,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--duration") o.duration = real(0, 1e9);
     else if (a == "--seed") o.seed = num(0, UINT64_MAX);
     else if (a == "--key-prefix") o.key_prefix = next();
+    else if (a == "--prefill-tokens-per-s") o.prefill_tokens_per_s = real(1, 1e12);
     else if (a == "--streams") o.streams = static_cast<int>(num(1, 1024));
     else if (a == "--batch") o.batch = num(1, 4096);
     else if (a == "--pin-ms") { o.pin_ms = num(0, kBig); o.pin = true; }

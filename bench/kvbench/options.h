@@ -55,6 +55,11 @@ struct Options {
   uint64_t max_requests = 0;     ///< 0 = all
   double duration = 0;           ///< seconds; 0 = no limit
   uint64_t seed = 1;
+  /// Prefill rate of the modeled TTFT (ttft.h). The default is an assumption, not a
+  /// measurement: Llama-3-8B costs about 2 x 8.0e9 = 16 GFLOP per prompt token, and one
+  /// A100 (312 TFLOPS dense bf16) at about 50% utilisation prefills about 10,000 tokens/s
+  /// (an H100 about 3x that). Pass the rate measured on the engine when it is known.
+  double prefill_tokens_per_s = 10000;
   std::string key_prefix = "kvbench/llama-3-8b@1@0";
 
   // Execution.
@@ -77,10 +82,13 @@ struct Options {
   /// True for the fast path (fast or fast-raw).
   bool fast_path() const { return protocol != Protocol::kResp; }
 
+  /// Tokens of one chunk (or trace block).
+  uint64_t tokens_per_chunk() const { return mode == Mode::kTrace ? block_tokens : chunk_tokens; }
+
   /// Bytes of one value (chunk or trace block).
   uint64_t chunk_bytes() const {
     if (value_size) return value_size;
-    return (mode == Mode::kTrace ? block_tokens : chunk_tokens) * bytes_per_token;
+    return tokens_per_chunk() * bytes_per_token;
   }
 };
 

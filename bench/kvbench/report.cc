@@ -91,7 +91,8 @@ void json_counts(Json& j, const Counts& c) {
   j.u64("requests", c.requests).u64("chunks", c.chunks).u64("lookup_hits", c.lookup_hits).u64("hits", c.hits)
       .u64("stale", c.stale).u64("stored", c.stored).u64("bytes_loaded", c.bytes_loaded)
       .u64("bytes_stored", c.bytes_stored).u64("verified_sampled", c.verified_sampled)
-      .u64("verified_full", c.verified_full).u64("mismatches", c.mismatches).u64("errors", c.errors);
+      .u64("verified_full", c.verified_full).u64("mismatches", c.mismatches).u64("errors", c.errors)
+      .u64("prompt_tokens", c.prompt_tokens).u64("prefill_tokens", c.prefill_tokens);
 }
 
 void json_server(Json& j, const char* key, const ServerInfo& info) {
@@ -117,6 +118,7 @@ Summary summarize(const std::vector<std::unique_ptr<StreamStats>>& streams, doub
     s.store.merge(st->store);
     s.prefix_load.merge(st->prefix_load);
     s.request.merge(st->request);
+    s.ttft.merge(st->ttft);
     load_spans.insert(load_spans.end(), st->load_spans.begin(), st->load_spans.end());
     store_spans.insert(store_spans.end(), st->store_spans.begin(), st->store_spans.end());
     if (s.first_error.empty()) s.first_error = st->first_error;
@@ -164,6 +166,10 @@ void print_report(std::FILE* out, const Options& o, const Summary& s) {
   row(o.fast_path() ? "store batch (KV.MPUT)" : "store batch (SET x n)", s.store);
   row("prefix load / request", s.prefix_load);
   row("request", s.request);
+  row("modeled TTFT", s.ttft);
+  std::fprintf(out, "ttft model    prefill %.0f tokens/s: %" PRIu64 " of %" PRIu64 " prompt tokens prefilled (%.1f%%), "
+               "the rest loaded\n",
+               o.prefill_tokens_per_s, c.prefill_tokens, c.prompt_tokens, pct(c.prefill_tokens, c.prompt_tokens));
   std::fprintf(out, "checks        %s: %" PRIu64 " of %" PRIu64 " loaded chunks checked byte by byte, %" PRIu64
                " by samples; %" PRIu64 " mismatches\n",
                to_string(o.verify), c.verified_full, c.hits, c.verified_sampled, c.mismatches);
@@ -188,6 +194,7 @@ bool write_json(const std::string& path, const Options& o, const Summary& s, con
       .u64("max_requests", o.max_requests).num("duration", o.duration).u64("seed", o.seed)
       .u64("streams", static_cast<uint64_t>(o.streams)).u64("batch", s.batch).boolean("pin", o.pin).boolean("unpin", o.pin && o.unpin)
       .u64("pin_ms", o.pin_ms).str("verify", to_string(o.verify)).str("key_prefix", o.key_prefix)
+      .num("prefill_tokens_per_s", o.prefill_tokens_per_s)
       .close('}');
   json_server(j, "server_before", s.server_before);
   json_server(j, "server", s.server_after);
@@ -214,6 +221,7 @@ bool write_json(const std::string& path, const Options& o, const Summary& s, con
   json_hist(j, "store", s.store);
   json_hist(j, "prefix_load", s.prefix_load);
   json_hist(j, "request", s.request);
+  json_hist(j, "ttft", s.ttft);
   j.close('}');
   j.str("first_error", s.first_error).str("first_mismatch", s.first_mismatch).str("fatal", s.fatal);
   j.open("timeline", '[');

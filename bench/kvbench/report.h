@@ -16,7 +16,7 @@ namespace kvbench {
 /// A run, merged over its streams.
 struct Summary {
   Counts counts;
-  Histogram lookup, load, store, prefix_load, request;
+  Histogram lookup, load, store, prefix_load, request, ttft;
   double elapsed_secs = 0;
   double load_secs = 0;   ///< time during which at least one stream was inside a load batch
   double store_secs = 0;  ///< time during which at least one stream was inside a store batch

@@ -80,6 +80,8 @@ Counts& Counts::operator+=(const Counts& o) {
   verified_full += o.verified_full;
   mismatches += o.mismatches;
   errors += o.errors;
+  prompt_tokens += o.prompt_tokens;
+  prefill_tokens += o.prefill_tokens;
   return *this;
 }
 
@@ -88,6 +90,7 @@ constexpr uint64_t Counts::*kFieldList[] = {
     &Counts::requests,       &Counts::chunks,       &Counts::lookup_hits,      &Counts::hits,
     &Counts::stale,          &Counts::stored,       &Counts::bytes_loaded,     &Counts::bytes_stored,
     &Counts::verified_sampled, &Counts::verified_full, &Counts::mismatches,    &Counts::errors,
+    &Counts::prompt_tokens,  &Counts::prefill_tokens,
 };
 }  // namespace
 

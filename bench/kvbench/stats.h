@@ -42,6 +42,8 @@ struct Counts {
   uint64_t verified_full = 0;     ///< loaded chunks that passed the byte-by-byte check
   uint64_t mismatches = 0;        ///< loaded chunks with a wrong byte or a wrong length
   uint64_t errors = 0;            ///< error replies, and streams that lost their connection
+  uint64_t prompt_tokens = 0;     ///< prompt tokens of the requests (ttft.h)
+  uint64_t prefill_tokens = 0;    ///< of them, the tokens after each request's loaded prefix
   Counts& operator+=(const Counts& o);
 };
 
@@ -53,7 +55,7 @@ class LiveCounts {
 
  private:
   static size_t index(uint64_t Counts::*field);
-  static constexpr size_t kFields = 12;
+  static constexpr size_t kFields = 14;
   std::atomic<uint64_t> cells_[kFields] = {};
 };
 
@@ -73,6 +75,7 @@ struct StreamStats {
   Histogram store;        ///< one store batch (pipelined SET, or KV.MPUT)
   Histogram prefix_load;  ///< per request: lookup + loading every hit chunk (checks excluded)
   Histogram request;      ///< per request: lookup + loads + stores (checks excluded)
+  Histogram ttft;         ///< per request: modeled time to first token (ttft.h)
   std::vector<Span> load_spans;   ///< each load batch
   std::vector<Span> store_spans;  ///< each store batch
   std::string first_error;

@@ -42,6 +42,8 @@ class TraceSource : public RequestSource {
       q.at_secs = o.speedup > 0 ? (r.timestamp_ms - t0) / 1000.0 / o.speedup : -1;
       uint64_t h = seed_;
       for (uint64_t id : r.hash_ids) q.chunks.push_back(h = mix_in(h, id));
+      // input_length, or whole blocks when the trace has no length.
+      q.prompt_tokens = r.input_length ? r.input_length : r.hash_ids.size() * o.block_tokens;
       span_secs_ = std::max(span_secs_, q.at_secs);
       requests_.push_back(std::move(q));
     }
@@ -57,6 +59,7 @@ class TraceSource : public RequestSource {
     out.seq = i;
     out.at_secs = r.at_secs < 0 ? -1 : r.at_secs + static_cast<double>(pass) * span_secs_;
     out.chunks = r.chunks;
+    out.prompt_tokens = r.prompt_tokens;
     return true;
   }
 

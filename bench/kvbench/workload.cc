@@ -34,6 +34,7 @@ class ConversationSource : public RequestSource {
     out.seq = ((s.pass * o_.rounds + u.round) * o_.users) + u.id;
     out.at_secs = -1;
     out.chunks.clear();
+    out.prompt_tokens = u.tokens.size();
     uint64_t h = seed_;
     const size_t full = u.tokens.size() / o_.chunk_tokens;
     for (size_t c = 0; c < full; ++c) {

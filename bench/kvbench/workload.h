@@ -21,6 +21,7 @@ struct Request {
   uint64_t seq = 0;              ///< position in the workload (over all streams and passes)
   double at_secs = -1;           ///< start time relative to the run's start; < 0 = at once
   std::vector<uint64_t> chunks;  ///< chained chunk hashes, in prompt order
+  uint64_t prompt_tokens = 0;    ///< tokens of the whole prompt (the chunks and a partial tail)
 };
 
 /// Where the streams get their requests from.

@@ -4,7 +4,11 @@ own accounting rather than the server's speed:
   - every chunk the bench reports as loaded (a hit) was checked byte by byte against what it
     stored (--verify full): counts.verified_full == counts.hits, no mismatch, no error;
   - a repeated conversation finds its chunks again: hits > 0 (most of them, without eviction);
-  - a corrupted or truncated value makes the bench fail: mismatches > 0 and exit status 1.
+  - a corrupted or truncated value makes the bench fail: mismatches > 0 and exit status 1;
+  - the modeled time to first token (bench/kvbench/ttft.h) adds up: per run, its mean is the
+    prefix-load mean plus the prefilled tokens over the prefill rate; on a trace whose requests
+    share nothing every prompt token (the trace's input_length) is prefilled and the TTFT
+    percentiles are the prompts' over the rate; replayed again, nothing is prefilled.
 
 usage: kvbench_check.py MODE BENCH
   MODE   resp | fast | trace | redis | mismatch   (fast: --protocol fast, the SDK, and
@@ -15,6 +19,7 @@ redis-server on PATH: the test is skipped, status 77, when there is none).
 """
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -131,11 +136,64 @@ def check_clean(report, name, min_hit_ratio):
     if report["latency"]["prefix_load"]["count"] != c["requests"]:
         fail("%s: %d prefix-load times for %d requests" % (name, report["latency"]["prefix_load"]["count"],
                                                           c["requests"]))
+    check_ttft(report, name)
     if len(report["timeline"]) < 2 or report["timeline"][-1]["hits"] != c["hits"]:
         fail("%s: the timeline does not end at the totals" % name)
     print("ok: %s: %d requests, %d of %d chunks hit (%.1f%%), all %d checked byte by byte"
           % (name, c["requests"], c["hits"], c["chunks"], 100 * report["hit_ratio"]["chunks"],
              c["verified_full"]))
+
+
+def check_ttft(report, name):
+    """The modeled TTFT's accounting: one per request, its mean = prefix-load mean + prefill."""
+    c, lat = report["counts"], report["latency"]
+    rate = report["config"]["prefill_tokens_per_s"]
+    if rate <= 0 or c["prompt_tokens"] < c["chunks"]:
+        fail("%s: prefill rate %r, %d prompt tokens for %d chunks" % (name, rate, c["prompt_tokens"], c["chunks"]))
+    if lat["ttft"]["count"] != c["requests"]:
+        fail("%s: %d TTFTs for %d requests" % (name, lat["ttft"]["count"], c["requests"]))
+    if c["prefill_tokens"] > c["prompt_tokens"]:
+        fail("%s: %d tokens prefilled of %d" % (name, c["prefill_tokens"], c["prompt_tokens"]))
+    if c["hits"] and c["prefill_tokens"] >= c["prompt_tokens"]:
+        fail("%s: %d chunks hit but every prompt token prefilled" % (name, c["hits"]))
+    want = lat["prefix_load"]["mean_ms"] + 1000.0 * c["prefill_tokens"] / c["requests"] / rate
+    got = lat["ttft"]["mean_ms"]
+    if abs(got - want) > 0.001 * want + 0.01:
+        fail("%s: TTFT mean %.4f ms, expected %.4f (prefix load + prefill)" % (name, got, want))
+
+
+def check_ttft_model(binary, server):
+    """A trace whose requests share no block: every prompt token is prefilled, so the TTFT is
+    the prompt over the rate (plus a sub-millisecond miss lookup); replayed, every token hits."""
+    gen = os.path.join(WORK, "miss.jsonl")
+    subprocess.run([binary, "--gen-trace", gen, "--gen-requests", "60", "--gen-rate", "1000",
+                    "--gen-prefix-blocks", "0", "--gen-session-prob", "0"], check=True, timeout=60)
+    lengths = sorted(json.loads(line)["input_length"] for line in open(gen))
+    rate = 2000.0
+    args = ["--trace", gen, "--bytes-per-token", "16", "--verify", "full", "--streams", "2",
+            "--prefill-tokens-per-s", str(rate)]
+    miss = bench(binary, server, "ttft", *args)
+    c = miss["counts"]
+    if c["hits"] or c["prompt_tokens"] != sum(lengths) or c["prefill_tokens"] != sum(lengths):
+        fail("ttft miss run: %d hits, %d prompt and %d prefilled tokens, trace has %d"
+             % (c["hits"], c["prompt_tokens"], c["prefill_tokens"], sum(lengths)))
+    check_ttft(miss, "ttft-miss")
+    for q in (0.5, 0.99):
+        want = 1000.0 * lengths[math.ceil(q * len(lengths)) - 1] / rate  # the bench's rank rule
+        got = miss["latency"]["ttft"]["p%d_ms" % int(q * 100)]
+        if not want * 0.98 <= got <= want * 1.02 + 5:
+            fail("ttft miss run: p%d %.1f ms, expected about %.1f (prompt / rate)" % (q * 100, got, want))
+    hit = bench(binary, server, "ttft", *args)  # the same keys again: all cached
+    c = hit["counts"]
+    if c["prefill_tokens"] != 0 or c["hits"] != c["chunks"]:
+        fail("ttft hit run: %d tokens prefilled, %d of %d chunks hit" % (c["prefill_tokens"], c["hits"], c["chunks"]))
+    check_ttft(hit, "ttft-hit")
+    if not hit["latency"]["ttft"]["p99_ms"] < 0.1 * miss["latency"]["ttft"]["p50_ms"]:
+        fail("ttft: all-hit p99 %.2f ms not far below the all-miss p50 %.2f ms"
+             % (hit["latency"]["ttft"]["p99_ms"], miss["latency"]["ttft"]["p50_ms"]))
+    print("ok: modeled TTFT: all miss p50 %.1f / p99 %.1f ms (%d tokens at %.0f/s), all hit p50 %.3f / p99 %.3f ms"
+          % (miss["latency"]["ttft"]["p50_ms"], miss["latency"]["ttft"]["p99_ms"], sum(lengths), rate,
+             hit["latency"]["ttft"]["p50_ms"], hit["latency"]["ttft"]["p99_ms"]))
 
 
 def expect_mismatch(binary, server, kind, *extra):
@@ -199,6 +257,7 @@ def main():
                         "trace-resp", 0.5)
             check_clean(bench(binary, server, "trace-fast", *trace, "--protocol", "fast", "--unix", SOCK,
                               "--repeat", "2", "--no-unpin"), "trace-fast", 0.5)
+            check_ttft_model(binary, server)
             if os.path.exists(SHARED_TRACE):
                 check_clean(bench(binary, server, "mooncake", "--trace", SHARED_TRACE, "--requests", "300",
                                   "--bytes-per-token", "8", "--verify", "full", "--protocol", "fast",
