@@ -36,7 +36,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <pthread.h>
 #include <set>
 #include <span>
 #include <string>
@@ -96,27 +95,7 @@ inline constexpr uint8_t kEntryRead = 32;
 
 class Shard;
 
-/// glibc's adaptive mutex (PTHREAD_MUTEX_ADAPTIVE_NP): a locker that finds it held spins a
-/// bounded number of times (glibc.pthread.mutex_spin_count, default 100) before it sleeps on the
-/// futex. A shard's critical sections last a few hundred nanoseconds, shorter than a futex
-/// sleep and wake-up: with one hot key read from two I/O threads (redis-benchmark's default
-/// key), a plain std::mutex put a waiter to sleep about once per batch of requests.
-/// BasicLockable; not recursive; no error checking.
-class AdaptiveMutex {
- public:
-  AdaptiveMutex() = default;
-  AdaptiveMutex(const AdaptiveMutex&) = delete;
-  AdaptiveMutex& operator=(const AdaptiveMutex&) = delete;
-  ~AdaptiveMutex() { pthread_mutex_destroy(&mu_); }
-  void lock() { pthread_mutex_lock(&mu_); }
-  bool try_lock() { return pthread_mutex_trylock(&mu_) == 0; }
-  void unlock() { pthread_mutex_unlock(&mu_); }
-
- private:
-  pthread_mutex_t mu_ = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-};
-
-/// A shard's mutex: an AdaptiveMutex that also counts the shard locks the calling thread holds, so
+/// A shard's mutex: a std::mutex that also counts the shard locks the calling thread holds, so
 /// that what must never run under one can tell (making room evicts, and eviction locks shards:
 /// Evictor::make_room refuses to run while the thread holds any, and an allocation under one
 /// throws NeedRoom instead of evicting; need_room.h). BasicLockable: use std::lock_guard.
@@ -154,7 +133,7 @@ class ShardMutex {
   static void set_reentrant(const Reentrant* r) { reentrant_ = r; }
 
  private:
-  AdaptiveMutex mu_;
+  std::mutex mu_;
   std::atomic<int> long_holders_{0};
   static inline thread_local int held_ = 0;
   static inline thread_local const Reentrant* reentrant_ = nullptr;
