@@ -475,7 +475,44 @@ std::optional<std::string> Config::load_file(const std::string& path) {
   return load_text(std::move(text).str(), path);
 }
 
+namespace {
+
+// The offset of the first byte of `text` that is not valid UTF-8 (RFC 3629: no overlong forms,
+// no surrogates, nothing past U+10FFFF), or npos. A TOML document must be valid UTF-8 (TOML
+// 1.0), and toml11 3.7.1 reads past its buffer on some invalid sequences inside a string
+// (found by tests/fuzz/config_fuzz.cc), so the text is checked before it is parsed.
+size_t invalid_utf8_at(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if (c == 0xED) len = 3, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF) len = 3;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    else return i;
+    if (len > n - i) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char b = p[i + k];
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
 std::optional<std::string> Config::load_text(std::string text, const std::string& name) {
+  if (const size_t at = invalid_utf8_at(text); at != std::string_view::npos)
+    return name + ": not valid UTF-8 at byte " + std::to_string(at) +
+           " (a TOML file must be UTF-8)";
   std::vector<std::pair<std::string, std::string>> pairs;
   try {
     std::istringstream in(std::move(text));

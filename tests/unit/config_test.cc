@@ -138,6 +138,19 @@ TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
   }
   CHECK(c.load_file(path).has_value());
   CHECK(c.load_file("/nonexistent/stratakv.toml").has_value());
+  // A TOML file must be UTF-8: invalid bytes are refused before parsing (toml11 3.7.1 reads
+  // past its buffer on some of them inside a string: tests/fuzz/corpus/config/toml_bad_utf8).
+  for (const std::string& bad : {std::string("maxmemory = '\xff\xb3'\n"),
+                                std::string("requirepass = \"\xc0\xaf\"\n"),      // overlong
+                                std::string("requirepass = \"\xed\xa0\x80\"\n"),  // surrogate
+                                std::string("requirepass = \"\xf4\x90\x80\x80\"\n"),
+                                std::string("requirepass = \"\xe2\x82")}) {       // cut short
+    auto e = c.load_text(bad, "t.toml");
+    REQUIRE(e.has_value());
+    CHECK(e->find("not valid UTF-8") != std::string::npos);
+  }
+  CHECK_FALSE(c.load_text("requirepass = \"p\xc3\xa4\xe2\x82\xac\xf0\x9f\x94\x91\"\n", "t.toml"));
+  CHECK(c.str(Key::kRequirePass) == "p\xc3\xa4\xe2\x82\xac\xf0\x9f\x94\x91");
 
   // Dotted keys and [memory] tables both name memory.*; threads = 0 means one per core.
   {
