@@ -263,6 +263,10 @@ void Connection::start() {
 
 void Connection::close() {
   if (closed_.exchange(true)) return;
+  // Gone for every other client at once, as Redis frees a killed client: a second CLIENT KILL
+  // or a CLIENT LIST must not find it while its coroutine winds down (run() leaves the
+  // registry again at its end; removing twice is harmless).
+  server_.clients().remove(id_);
   asio::post(worker_.io, [self = shared_from_this()] {
     asio::error_code ec;
     self->socket_.shutdown(Socket::shutdown_both, ec);
