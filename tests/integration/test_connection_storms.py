@@ -122,6 +122,7 @@ def test_idle_connections_cost_a_few_kb(servers):
     no read buffer at all."""
     n = 2000
     results = {}
+    sanitized = False
     for srv in servers():
         probe = srv.raw()
         probe_id = probe.call("CLIENT", "ID")
@@ -146,10 +147,15 @@ def test_idle_connections_cost_a_few_kb(servers):
                 used_per_conn = (used_memory(probe) - used_before) / n / 1024
                 assert used_per_conn < IDLE_USED_KB_PER_CONNECTION, used_per_conn
                 # The allocator hands freed pages back to the system within ~10 s (jemalloc's
-                # dirty page decay): memory settles below the bound, and stays there.
-                wait_until("RSS per idle connection below %.1f KB" % IDLE_KB_PER_CONNECTION,
-                           lambda: (rss_kb(srv.proc.pid) - before) / n < IDLE_KB_PER_CONNECTION,
-                           timeout=30)
+                # dirty page decay): memory settles below the bound, and stays there. A
+                # sanitizer build has ASan's allocator instead (redzones, a quarantine of freed
+                # blocks, no decay): its RSS says nothing of ours, and used_memory above still
+                # counts what the connections hold.
+                sanitized = "libasan" in open("/proc/%d/maps" % srv.proc.pid).read()
+                if not sanitized:
+                    wait_until("RSS per idle connection below %.1f KB" % IDLE_KB_PER_CONNECTION,
+                               lambda: (rss_kb(srv.proc.pid) - before) / n
+                               < IDLE_KB_PER_CONNECTION, timeout=30)
             else:
                 time.sleep(3.5)
             per_conn = (rss_kb(srv.proc.pid) - before) / n
@@ -161,7 +167,8 @@ def test_idle_connections_cost_a_few_kb(servers):
             for c in conns:
                 c.close()
     print("idle RSS KB per connection: %r" % results)
-    assert results["stratakv"] < IDLE_KB_PER_CONNECTION, results
+    if not sanitized:
+        assert results["stratakv"] < IDLE_KB_PER_CONNECTION, results
 
 
 def test_large_request_buffers_given_back_when_idle(servers):
