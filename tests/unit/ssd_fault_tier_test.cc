@@ -23,6 +23,7 @@ using namespace tiering;
 using fakes::FaultyFs;
 using ssd_fault::pattern;
 using ssd_fault::wait_until;
+using ssd_test::demote;
 using ssd_test::TempDir;
 using Op = FaultyFs::Op;
 
@@ -64,15 +65,6 @@ void put(Keyspace& ks, const std::string& key, uint32_t gen = 0) {
   Shard& s = ks.shard_of(key);
   std::lock_guard lock(s.mu);
   s.upsert(key, ValueRef::copy_of(pattern(key, gen, kValue)), 0, now_ms());
-}
-
-// Offers `key`'s memory value to the tier as the evictor would; the bytes it took (0: refused).
-uint64_t demote(SsdTier& tier, Keyspace& ks, const std::string& key) {
-  Shard& s = ks.shard_of(key);
-  std::lock_guard lock(s.mu);
-  Shard::Item* item = s.find(key, now_ms());
-  REQUIRE(item != nullptr);
-  return tier.demote(s, item, now_ms(), /*queue=*/true);
 }
 
 bool exists(Keyspace& ks, const std::string& key) {

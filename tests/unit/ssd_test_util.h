@@ -7,11 +7,13 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
 #include "tiering/ssd_store.h"
+#include "tiering/ssd_tier.h"
 
 namespace ssd_test {
 
@@ -50,6 +52,16 @@ inline std::optional<std::string> read_value(tiering::SsdStore& s, const std::st
   REQUIRE(st.ok());
   CHECK(size == out.size());
   return out;
+}
+
+/// Offers `key`'s memory value to `tier` as the evictor does (queued), under its shard's lock;
+/// returns the bytes demote() took (0: refused). The value must be in memory.
+inline uint64_t demote(tiering::SsdTier& tier, tiering::Keyspace& ks, const std::string& key) {
+  tiering::Shard& s = ks.shard_of(key);
+  std::lock_guard lock(s.mu);
+  tiering::Shard::Item* item = s.find(key, tiering::now_ms());
+  REQUIRE(item != nullptr);
+  return tier.demote(s, item, tiering::now_ms(), /*queue=*/true);
 }
 
 }  // namespace ssd_test

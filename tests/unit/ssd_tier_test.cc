@@ -19,6 +19,7 @@ using namespace tiering;
 
 using ssd_test::read_value;
 using ssd_test::span_of;
+using ssd_test::demote;
 using ssd_test::TempDir;
 
 namespace {
@@ -46,15 +47,6 @@ void put(Keyspace& ks, const std::string& key, const std::string& value, int64_t
   Shard& s = ks.shard_of(key);
   std::lock_guard lock(s.mu);
   s.upsert(key, ValueRef::copy_of(value), exp, now_ms());
-}
-
-// Demotes `key` (its value must be in memory); returns the bytes demote() reported.
-uint64_t demote(SsdTier& tier, Keyspace& ks, const std::string& key) {
-  Shard& s = ks.shard_of(key);
-  std::lock_guard lock(s.mu);
-  Shard::Item* item = s.find(key, now_ms());
-  REQUIRE(item != nullptr);
-  return tier.demote(s, item, now_ms(), /*queue=*/true);
 }
 
 // The entry's flags and whether its value is in memory.
