@@ -123,15 +123,16 @@ bool Server::accept_batch(int listen_fd, Listener kind) {
     Worker& worker = *workers_[next_worker_.fetch_add(1, std::memory_order_relaxed) %
                                workers_.size()];
     adopting_.fetch_add(1, std::memory_order_relaxed);
-    asio::post(worker.io, [this, &worker, fd, kind, peer, peer_len] {
-      adopt(worker, fd, kind, peer, peer_len);
+    const uint64_t id = clients_.next_id();
+    asio::post(worker.io, [this, &worker, fd, id, kind, peer, peer_len] {
+      adopt(worker, fd, id, kind, peer, peer_len);
     });
   }
   return true;
 }
 
-void Server::adopt(Worker& worker, int fd, Listener kind, const sockaddr_storage& peer,
-                   socklen_t peer_len) {
+void Server::adopt(Worker& worker, int fd, uint64_t id, Listener kind,
+                   const sockaddr_storage& peer, socklen_t peer_len) {
   // Registered (Connection::start) before adopting_ drops, so maxclients never counts it out.
   struct Adopted {
     std::atomic<size_t>& n;
@@ -145,7 +146,8 @@ void Server::adopt(Worker& worker, int fd, Listener kind, const sockaddr_storage
     if (kind == Listener::kUnix) {
       Connection::Socket socket(worker.io, asio::generic::stream_protocol(AF_UNIX, 0), fd);
       const std::string path = config_.str(Key::kUnixSocket);
-      std::make_shared<Connection>(*this, worker, std::move(socket), path, path, true)->start();
+      std::make_shared<Connection>(*this, worker, id, std::move(socket), path, path, true)
+          ->start();
       return;
     }
     const int one = 1;
@@ -156,7 +158,7 @@ void Server::adopt(Worker& worker, int fd, Listener kind, const sockaddr_storage
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len);
     const int family = peer.ss_family == AF_INET6 ? AF_INET6 : AF_INET;
     Connection::Socket socket(worker.io, asio::generic::stream_protocol(family, IPPROTO_TCP), fd);
-    std::make_shared<Connection>(*this, worker, std::move(socket),
+    std::make_shared<Connection>(*this, worker, id, std::move(socket),
                                  endpoint_text(to_endpoint(peer, peer_len)),
                                  endpoint_text(to_endpoint(local, local_len)), false,
                                  kind == Listener::kTls ? tls_context() : nullptr)

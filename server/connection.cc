@@ -23,8 +23,9 @@ namespace {
 constexpr size_t kFlushThreshold = 256 * 1024;
 }  // namespace
 
-Connection::Connection(Server& server, Worker& worker, Socket socket, std::string peer,
-                       std::string local, bool is_unix, std::shared_ptr<TlsContext> tls)
+Connection::Connection(Server& server, Worker& worker, uint64_t id, Socket socket,
+                       std::string peer, std::string local, bool is_unix,
+                       std::shared_ptr<TlsContext> tls)
     : txn(server.watches()),
       server_(server),
       worker_(worker),
@@ -32,7 +33,7 @@ Connection::Connection(Server& server, Worker& worker, Socket socket, std::strin
       peer_(std::move(peer)),
       local_(std::move(local)),
       is_unix_(is_unix),
-      id_(server.clients().next_id()),
+      id_(id),
       created_ms_(tiering::now_ms()),
       last_ms_(created_ms_),
       parser_({}, [this](size_t len) { return allocate_bulk(len); }),

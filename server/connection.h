@@ -49,11 +49,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using Socket = asio::generic::stream_protocol::socket;
 
-  /// `peer`/`local` are "ip:port" or, for the Unix socket, its path. With `tls` (a client of
-  /// tls-port), the connection runs TLS over `socket` with that context, checking the client's
-  /// certificate per tls-auth-clients as it is now.
-  Connection(Server& server, Worker& worker, Socket socket, std::string peer, std::string local,
-             bool is_unix, std::shared_ptr<TlsContext> tls = nullptr);
+  /// `id` is the client ID (CLIENT ID), taken from the registry in accept order. `peer`/`local`
+  /// are "ip:port" or, for the Unix socket, its path. With `tls` (a client of tls-port), the
+  /// connection runs TLS over `socket` with that context, checking the client's certificate per
+  /// tls-auth-clients as it is now.
+  Connection(Server& server, Worker& worker, uint64_t id, Socket socket, std::string peer,
+             std::string local, bool is_unix, std::shared_ptr<TlsContext> tls = nullptr);
   ~Connection();
 
   /// Registers the client and starts its loop on the worker's thread.

@@ -299,8 +299,9 @@ class Server {
   // Accepts what `listen_fd` has queued. False when accept4 failed for lack of descriptors or
   // memory: the caller waits a little before trying again (the queue stays readable).
   bool accept_batch(int listen_fd, Listener kind);
-  // On `worker`'s thread: the setup of one accepted socket `fd` from `peer` (`peer_len` bytes).
-  void adopt(Worker& worker, int fd, Listener kind, const sockaddr_storage& peer,
+  // On `worker`'s thread: the setup of one accepted socket `fd` from `peer` (`peer_len` bytes),
+  // as client `id` (numbered on the main thread, so IDs grow in accept order as in Redis).
+  void adopt(Worker& worker, int fd, uint64_t id, Listener kind, const sockaddr_storage& peer,
              socklen_t peer_len);
   void cron();
   void sync_eviction_options();
