@@ -136,6 +136,12 @@ size_t Parser::feed(const char* data, size_t len, Status* status) {
     return 0;
   }
   if (done_) clear_request();
+  if (state_ == State::kStart && len != 0 && *data == '*') {
+    if (const size_t used = take_whole(data, len)) {
+      *status = Status::kRequest;
+      return used;
+    }
+  }
   const char* p = data;
   const char* const end = data + len;
   while (p < end) {
@@ -200,6 +206,67 @@ size_t Parser::feed(const char* data, size_t len, Status* status) {
     }
   }
   return len;
+}
+
+namespace {
+
+// The length after a '*' or '$' at `p` (< end) when it is a plain decimal of 1 to 18 digits
+// without a leading zero ("0" alone too) followed by '\r' and one more byte: *value, and `p`
+// moved past that byte. False for anything else (a sign, a NUL, an overflow, a line not yet
+// whole), which the state machine then parses, with its errors.
+inline bool take_length(const char*& p, const char* end, int64_t* value) {
+  const char* q = p + 1;
+  const char* const digits = q;
+  int64_t v = 0;
+  while (q < end && static_cast<unsigned char>(*q - '0') <= 9 && q - digits < 18)
+    v = v * 10 + (*q++ - '0');
+  const size_t n = static_cast<size_t>(q - digits);
+  if (n == 0 || (*digits == '0' && n > 1) || end - q < 2 || *q != '\r') return false;
+  *value = v;
+  p = q + 2;  // the byte after '\r' is skipped unchecked, as Redis 7.0 does
+  return true;
+}
+
+}  // namespace
+
+// The common case in one pass: a whole multibulk request of small bulks at the start of
+// [data, data+len), authenticated. Its bytes are copied to storage_ at once and the arguments
+// point into them. Returns the bytes it took, or 0 when the request is not of that kind, is not
+// whole, or anything about it is unusual (errors, skipped counts, large bulks, limits): the
+// state machine then parses it from its start, so both give the same request or error (the
+// resp_parser fuzz target and resp_parser_test compare them).
+size_t Parser::take_whole(const char* data, size_t len) {
+  if (unauth_ || !args_.empty() || nul_blocked_) return 0;
+  const char* p = data;
+  const char* const end = data + len;
+  int64_t count = 0;
+  const size_t max_line = limits_.max_inline_len;
+  if (!take_length(p, end, &count) || count <= 0 || count > limits_.max_multibulk_len ||
+      static_cast<size_t>(p - data) - 2 > max_line)
+    return 0;
+  const bool to_allocator = static_cast<bool>(alloc_);
+  std::vector<std::string_view>& argv = req_.argv_;  // into `data` until the copy below
+  argv.clear();
+  for (int64_t i = 0; i < count; ++i) {
+    const char* const line = p;
+    int64_t n = 0;
+    if (p == end || *p != '$' || !take_length(p, end, &n) || n > limits_.max_bulk_len ||
+        static_cast<size_t>(p - line) - 2 > max_line ||
+        (to_allocator && static_cast<size_t>(n) >= large_threshold_) ||
+        static_cast<size_t>(end - p) < static_cast<size_t>(n) + 2) {
+      argv.clear();
+      return 0;
+    }
+    argv.emplace_back(p, static_cast<size_t>(n));
+    p += n + 2;  // the two bytes after the body are skipped unchecked, as Redis 7.0 does
+  }
+  const size_t used = static_cast<size_t>(p - data);
+  storage_.assign(data, used);
+  for (std::string_view& a : argv) a = {storage_.data() + (a.data() - data), a.size()};
+  req_.owners_.resize(argv.size());
+  req_.inline_ = false;
+  done_ = true;
+  return used;
 }
 
 // Inline lines end at '\n' (a '\r' before it is dropped); length lines end at the first '\r',

@@ -170,6 +170,7 @@ class Parser {
     int64_t large;  // index into large_, or -1 for a small argument
   };
 
+  size_t take_whole(const char* data, size_t len);
   Line take_line(const char*& p, const char* end, std::string_view* line);
   bool on_line(std::string_view line, Status* status);
   bool on_array_len(std::string_view line, Status* status);

@@ -486,3 +486,57 @@ TEST_CASE("parser: shrink gives back what a large request grew, keeping a partia
   parser.shrink();
   CHECK(parser.allocated_bytes() <= 64);
 }
+
+TEST_CASE("parser: a whole request in one feed (the one-pass path) parses as byte by byte") {
+  // Parser::feed takes a whole multibulk request of small bulks in one pass and leaves
+  // everything unusual to the state machine: each input here must give the same requests or
+  // the same error fed whole as fed one byte at a time (which never takes the one-pass path).
+  resp::ParserLimits small;
+  small.max_inline_len = 6;  // "$12345" is the longest length line allowed
+  small.max_bulk_len = 20;
+  small.max_multibulk_len = 3;
+  small.unauth_max_multibulk_len = 2;
+  small.unauth_max_bulk_len = 4;
+  const std::vector<std::string> inputs = {
+      "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+      "*1\r\n$0\r\n\r\n",
+      "*1\r\n$03\r\nabc\r\n",                      // leading zero: invalid bulk length
+      "*01\r\n$1\r\na\r\n",                        // leading zero in the count
+      "*+1\r\n$1\r\na\r\n",
+      "*1\r\n$+1\r\na\r\n",
+      "*1\r\n$-0\r\n\r\n",
+      "*1\r\n$1 \r\na\r\n",
+      "*1\r\n$1\0\r\na\r\n",                       // NUL in a length line
+      "*1\r\n$999999999999999999\r\n",             // 18 digits
+      "*1\r\n$9999999999999999999\r\n",            // 19 digits, past INT64_MAX
+      "*1\r\n$12345\r\n",                          // exactly max_inline_len, past max_bulk_len
+      "*1\r\n$123456\r\n",                         // past max_inline_len
+      "*1\r\n$20\r\n01234567890123456789\r\n",     // exactly max_bulk_len
+      "*1\r\n$21\r\n012345678901234567890\r\n",
+      "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",   // exactly max_multibulk_len
+      "*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n",
+      "*2\r\n$1\r\na\r\n:1\r\n",                   // not a '$'
+      "*2\r\n$1\r\na\r\n",                         // cut short
+      "*1\r\n$1\r\na",                             // the bytes after the body not yet in
+      "*1\rX$1\rYaZZ*1\r\n$1\r\nb\r\n",            // unchecked bytes after CR and after a body
+      "*0\r\n*1\r\n$1\r\na\r\n",
+  };
+  for (const std::string& in : inputs) {
+    for (bool unauth : {false, true}) {
+      for (bool with_alloc : {false, true}) {
+        CAPTURE(in);
+        CAPTURE(unauth);
+        CAPTURE(with_alloc);
+        TestAllocator a1, a2;
+        Parser whole(small, with_alloc ? a1.fn() : resp::BulkAllocator{}, 2);
+        Parser bytes(small, with_alloc ? a2.fn() : resp::BulkAllocator{}, 2);
+        whole.set_unauthenticated(unauth);
+        bytes.set_unauthenticated(unauth);
+        std::vector<std::string> one_by_one;
+        for (char c : in) one_by_one.emplace_back(1, c);
+        CHECK(parse_all(whole, in) == parse_chunks(bytes, one_by_one));
+        CHECK(a1.given.size() == a2.given.size());
+      }
+    }
+  }
+}
