@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include <toml.hpp>
 
@@ -239,23 +240,26 @@ const std::vector<Spec>& specs() {
 }
 
 // Names match case-insensitively, and '-' matches '_' (tiering.ssd.flush-on-shutdown is
-// tiering.ssd.flush_on_shutdown), so dotted names read the same in Redis's dashed style.
-bool same_name(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = static_cast<char>(std::tolower(static_cast<unsigned char>(a[i])));
-    char y = static_cast<char>(std::tolower(static_cast<unsigned char>(b[i])));
-    if (x == '-') x = '_';
-    if (y == '-') y = '_';
-    if (x != y) return false;
+// tiering.ssd.flush_on_shutdown), so dotted names read the same in Redis's dashed style. The
+// name as the index below keys it: ASCII lower case, '-' as '_'.
+std::string folded_name(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+    else if (c == '-') c = '_';
   }
-  return true;
+  return out;
 }
 
+// One hash probe instead of a pass over every key (CONFIG SET/GET; the config fuzz target).
 const Spec* find_spec(std::string_view name) {
-  for (const auto& s : specs())
-    if (same_name(s.name, name)) return &s;
-  return nullptr;
+  static const auto* const index = [] {
+    auto* m = new std::unordered_map<std::string, const Spec*>;
+    for (const auto& s : specs()) m->emplace(folded_name(s.name), &s);
+    return m;
+  }();
+  const auto it = index->find(folded_name(name));
+  return it == index->end() ? nullptr : it->second;
 }
 
 std::optional<int64_t> parse_int(std::string_view s) {
@@ -433,6 +437,16 @@ std::string Config::str(Key k) const {
 
 std::vector<std::pair<std::string, std::string>> Config::get(std::string_view pattern) const {
   std::vector<std::pair<std::string, std::string>> out;
+  // A name without glob characters is looked up, as Redis 7's configGetCommand does (the same
+  // answer as the glob: the name, case-insensitively, dashes not taken for underscores).
+  if (pattern.find_first_of("*?[\\") == std::string_view::npos) {
+    const Spec* s = find_spec(pattern);
+    if (s != nullptr && iequals(s->name, pattern)) {
+      const int i = static_cast<int>(s->key);
+      out.emplace_back(s->name, format(*s, nums_[i].load(std::memory_order_relaxed), str(s->key)));
+    }
+    return out;
+  }
   for (const auto& s : specs()) {
     if (!tiering::glob_match(pattern, s.name, true)) continue;
     const int i = static_cast<int>(s.key);
