@@ -93,6 +93,10 @@ std::unique_ptr<SSL_CTX, CtxFree> make_context(const TlsConfig& config) {
   if (!ctx) bad("cannot make a context");
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_AUTO_RETRY);
+  // Read what the socket has (several records) in one recv, not a record's header and body
+  // in two: large replies arrive as thousands of 16 KiB records.
+  SSL_CTX_set_read_ahead(ctx.get(), 1);
+  SSL_CTX_set_default_read_buffer_len(ctx.get(), 64 * 1024);
   if (!config.ca_certs.empty()) {
     if (SSL_CTX_load_verify_locations(ctx.get(), config.ca_certs.c_str(), nullptr) != 1)
       bad("cannot load ssl_ca_certs '" + config.ca_certs + "'");
@@ -156,7 +160,8 @@ TlsStream::TlsStream(int fd, const TlsConfig& config, const std::string& host, c
     if (config.verify_peer && verify != X509_V_OK)
       why += std::string(" (certificate verification: ") + X509_verify_cert_error_string(verify) + ")";
     if (why.empty())
-      why = err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? "timed out"
+      why = err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE
+                ? "timed out (no TLS answer: is the port the server's tls-port?)"
             : saved_errno != 0 ? std::strerror(saved_errno)
                                : "the server closed the connection";
     SSL_free(ssl_);
