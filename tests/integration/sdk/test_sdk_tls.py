@@ -2,14 +2,17 @@
 (docs/sdk.md "TLS"). Values of 1 B, 1 MiB and 32 MiB byte-exact, batches, the ssl_* settings
 in the URL and as keyword arguments, a wrong CA, a server certificate for another host,
 tls-auth-clients with and without a client certificate, AUTH over TLS, a peer that never
-handshakes (the connect timeout), a server gone (no SIGPIPE). Certificates: tls_util.py."""
+handshakes (the connect timeout) or never replies (the I/O timeout), a server gone (no
+SIGPIPE). Certificates: tls_util.py."""
 
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -209,6 +212,42 @@ def test_a_peer_that_never_handshakes_times_out():
             stratakv.Client("rediss://127.0.0.1:%d" % port, connect_timeout_ms=300)
         assert e.value.kind == "connection" and "timed out" in str(e.value), str(e.value)
         assert time.monotonic() - t0 < 5
+
+
+def test_a_server_that_never_replies_times_out(certs):
+    # A TLS peer (Python's ssl) that completes the handshake, then reads and never answers:
+    # io_timeout_ms bounds the wait for the reply, as on TCP.
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs.server_crt, certs.server_key)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        with ctx.wrap_socket(conn, server_side=True) as tls:
+            tls.settimeout(0.1)
+            while not stop.is_set():
+                try:
+                    if not tls.recv(65536):
+                        break
+                except (socket.timeout, ssl.SSLError, OSError):
+                    continue
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        kv = stratakv.Client("rediss://127.0.0.1:%d?ssl_ca_certs=%s" % (listener.getsockname()[1], certs.ca),
+                             io_timeout_ms=300, max_connections=1)
+        t0 = time.monotonic()
+        msg = connection_error(lambda: kv.get("k"))
+        assert "read timed out" in msg, msg
+        assert time.monotonic() - t0 < 5
+    finally:
+        stop.set()
+        t.join(5)
+        listener.close()
 
 
 def test_server_gone_no_sigpipe(certs):
