@@ -38,13 +38,45 @@ TEST_CASE("unix:// URLs") {
   CHECK(u.path == "/tmp/s.sock");
 }
 
-TEST_CASE("rediss:// is refused with a clear reason (no TLS in Debian's hiredis 0.14)") {
-  try {
-    parse_url("rediss://127.0.0.1:6380");
-    FAIL("no error");
-  } catch (const stratakv::Error& e) {
-    CHECK(e.kind() == stratakv::Error::Kind::kUsage);
-    CHECK(std::string(e.what()).find("rediss:// (TLS) is not supported") != std::string::npos);
+TEST_CASE("rediss:// URLs: TLS, with redis-py's ssl_* query parameters") {
+  Url u = parse_url("rediss://:pw@cache.local:6380");
+  CHECK(u.scheme == Url::Scheme::kTcp);
+  CHECK(u.tls);
+  CHECK(u.host == "cache.local");
+  CHECK(u.port == 6380);
+  CHECK(u.password == "pw");
+  CHECK(u.tls_config.ca_certs.empty());
+  CHECK(u.tls_config.verify_peer);          // redis-py's default: ssl_cert_reqs=required
+  CHECK_FALSE(u.tls_config.check_hostname);  // and ssl_check_hostname=False
+  CHECK_FALSE(parse_url("redis://h").tls);
+  CHECK(parse_url("rediss://h").port == 6379);
+
+  u = parse_url("rediss://h:1?ssl_ca_certs=%2Fetc%2Fca.pem&ssl_certfile=/c.pem&ssl_keyfile=/k.pem"
+                "&ssl_cert_reqs=required&ssl_check_hostname=true&read_from=primary");
+  CHECK(u.tls_config.ca_certs == "/etc/ca.pem");
+  CHECK(u.tls_config.certfile == "/c.pem");
+  CHECK(u.tls_config.keyfile == "/k.pem");
+  CHECK(u.tls_config.verify_peer);
+  CHECK(u.tls_config.check_hostname);
+  u = parse_url("rediss://[::1]:7000?ssl_cert_reqs=none&ssl_check_hostname=false");
+  CHECK(u.host == "::1");
+  CHECK_FALSE(u.tls_config.verify_peer);
+  CHECK_FALSE(u.tls_config.check_hostname);
+}
+
+TEST_CASE("bad rediss:// URLs are usage errors") {
+  for (const char* bad : {"rediss://h?ssl_bogus=1", "rediss://h?ssl_cert_reqs=optional",
+                          "rediss://h?ssl_check_hostname=maybe", "rediss://h?verify=1",
+                          "rediss://h?ssl_cert_reqs=none&ssl_check_hostname=true",
+                          "rediss://h?ssl_keyfile=/k.pem", "redis://h?ssl_ca_certs=/ca.pem",
+                          "unix:///s?ssl_certfile=/c.pem", "rediss://", "rediss+cluster://h:1"}) {
+    CAPTURE(std::string(bad));
+    try {
+      parse_url(bad);
+      FAIL("accepted");
+    } catch (const stratakv::Error& e) {
+      CHECK(e.kind() == stratakv::Error::Kind::kUsage);
+    }
   }
 }
 

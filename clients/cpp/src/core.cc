@@ -19,13 +19,16 @@ void ClientCore::start() {
   const bool on_unix = url_.scheme == Url::Scheme::kUnix;
   if (opts.transport == TransportKind::kShm && !on_unix)
     throw Error(Error::Kind::kUsage, "the shm transport needs a unix:// URL");
+  // TLS: payloads stay inside it (RESP); RDMA would move them in the clear.
+  if (opts.transport == TransportKind::kVerbs && url_.tls)
+    throw Error(Error::Kind::kUsage, "the verbs transport bypasses TLS: use resp or auto with rediss://");
   auto s = std::make_unique<Session>(url_, opts);
   choice_ = TransportChoice::kResp;
-  if (opts.transport == TransportKind::kVerbs ||
-      (opts.transport == TransportKind::kAuto && opts.rdma)) {
+  if (!s->is_tls() && (opts.transport == TransportKind::kVerbs ||
+                       (opts.transport == TransportKind::kAuto && opts.rdma))) {
     if (try_verbs(*s)) choice_ = TransportChoice::kVerbs;
   }
-  if (choice_ == TransportChoice::kResp && on_unix &&
+  if (choice_ == TransportChoice::kResp && on_unix && !s->is_tls() &&
       (opts.transport == TransportKind::kAuto || opts.transport == TransportKind::kShm)) {
     try {
       s->set_transport(make_transport(TransportChoice::kShm, *s, *this));

@@ -19,6 +19,21 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 timeval to_timeval(int ms) { return {ms / 1000, (ms % 1000) * 1000}; }
 
+// The URL's TLS settings, each overridden by the options' when set there.
+TlsConfig tls_config(const Url& url, const Options& o) {
+  TlsConfig c = url.tls_config;
+  if (!o.ssl_ca_certs.empty()) c.ca_certs = o.ssl_ca_certs;
+  if (!o.ssl_certfile.empty()) {
+    c.certfile = o.ssl_certfile;
+    c.keyfile = o.ssl_keyfile;
+  } else if (!o.ssl_keyfile.empty()) {
+    c.keyfile = o.ssl_keyfile;
+  }
+  if (o.ssl_verify_peer) c.verify_peer = *o.ssl_verify_peer;
+  if (o.ssl_check_hostname) c.check_hostname = *o.ssl_check_hostname;
+  return c;
+}
+
 }  // namespace
 
 Session::Session(const Url& url, const Options& options) : in_(kReadChunk) {
@@ -35,6 +50,20 @@ Session::Session(const Url& url, const Options& options) : in_(kReadChunk) {
     throw Error(Error::Kind::kConnection, "cannot connect to " + where + ": " + why);
   }
   if (options.io_timeout_ms > 0) redisSetTimeout(c_, to_timeval(options.io_timeout_ms));
+  if (url.tls) {
+    try {
+      // The handshake is bounded by the connect timeout; then each read and write by the I/O
+      // timeout (none at 0).
+      redisSetTimeout(c_, connect_tv);
+      tls_ = std::make_unique<TlsStream>(c_->fd, tls_config(url, options), url.host,
+                                         url.host + ":" + std::to_string(url.port));
+      redisSetTimeout(c_, to_timeval(std::max(options.io_timeout_ms, 0)));
+    } catch (...) {
+      redisFree(c_);
+      c_ = nullptr;
+      throw;
+    }
+  }
   const std::string& user = options.password.empty() ? url.user : options.user;
   const std::string& password = options.password.empty() ? url.password : options.password;
   try {
@@ -49,6 +78,7 @@ Session::Session(const Url& url, const Options& options) : in_(kReadChunk) {
       call_ok(readonly);
     }
   } catch (...) {  // the destructor does not run for a throwing constructor
+    tls_.reset();
     redisFree(c_);
     c_ = nullptr;
     throw;
@@ -57,6 +87,7 @@ Session::Session(const Url& url, const Options& options) : in_(kReadChunk) {
 
 Session::~Session() {
   transport_.reset();  // may still talk to the server
+  tls_.reset();        // before its socket closes
   if (c_) redisFree(c_);
 }
 
@@ -103,7 +134,8 @@ void Session::note_error(std::string_view text) {
 Reply Session::read() {
   flush();
   void* out = nullptr;
-  if (redisGetReply(c_, &out) != REDIS_OK) out = nullptr;
+  if (tls_) out = tls_reply();
+  else if (redisGetReply(c_, &out) != REDIS_OK) out = nullptr;
   Reply r(static_cast<redisReply*>(out));
   check(r, "reading a reply failed");
   if (r->type == REDIS_REPLY_ERROR) note_error(std::string_view(r->str, r->len));
@@ -124,6 +156,7 @@ Reply Session::call_ok(Args& args) {
 Reply Session::call_with_fd(Args& args, int fd) {
   if (broken_) fail("connection is broken");
   if (!idle() || !out_.empty()) fail("call_with_fd: the connection is not idle");
+  if (tls_) fail("call_with_fd: a TLS connection cannot pass file descriptors");
   char* cmd = nullptr;
   const int len = redisFormatCommandArgv(&cmd, args.argc(), args.argv(), args.lens());
   if (len <= 0) fail("cannot format a command");
@@ -155,6 +188,15 @@ Reply Session::call_with_fd(Args& args, int fd) {
 
 void Session::write_all(std::span<const iovec> iov_in) {
   if (broken_) fail("connection is broken");
+  if (tls_) {
+    try {
+      tls_->write_all(iov_in);
+    } catch (...) {
+      broken_ = true;
+      throw;
+    }
+    return;
+  }
   std::vector<iovec> iov(iov_in.begin(), iov_in.end());
   size_t at = 0;
   while (at < iov.size()) {
@@ -190,16 +232,39 @@ size_t Session::fill() {
     in_pos_ = 0;
     if (in_len_ == in_.size()) fail("reply line too long");
   }
-  for (;;) {
-    ssize_t n = ::recv(c_->fd, in_.data() + in_len_, in_.size() - in_len_, 0);
-    if (n > 0) {
-      in_len_ += static_cast<size_t>(n);
-      return static_cast<size_t>(n);
+  const size_t n = recv_some(in_.data() + in_len_, in_.size() - in_len_);
+  in_len_ += n;
+  return n;
+}
+
+size_t Session::recv_some(void* p, size_t len) {
+  if (tls_) {
+    try {
+      return tls_->read(p, len);
+    } catch (...) {
+      broken_ = true;
+      throw;
     }
+  }
+  for (;;) {
+    ssize_t n = ::recv(c_->fd, p, len, 0);
+    if (n > 0) return static_cast<size_t>(n);
     if (n == 0) fail("the server closed the connection");
     if (errno == EINTR) continue;
     fail(errno == EAGAIN || errno == EWOULDBLOCK ? "read timed out"
                                                  : std::string("read failed: ") + std::strerror(errno));
+  }
+}
+
+void* Session::tls_reply() {
+  redisReader* reader = c_->reader;
+  for (;;) {
+    void* out = nullptr;
+    if (redisReaderGetReply(reader, &out) != REDIS_OK) protocol_fail(reader->errstr);
+    if (out != nullptr) return out;
+    char buf[16 * 1024];  // one TLS record
+    const size_t n = recv_some(buf, sizeof buf);
+    if (redisReaderFeed(reader, buf, n) != REDIS_OK) protocol_fail(reader->errstr);
   }
 }
 
@@ -227,17 +292,8 @@ void Session::read_exact(MutableBytes dst) {
   size_t got = std::min(dst.size(), in_len_ - in_pos_);
   std::memcpy(dst.data(), in_.data() + in_pos_, got);
   in_pos_ += got;
-  while (got < dst.size()) {  // large payloads: straight from the socket into dst
-    ssize_t n = ::recv(c_->fd, dst.data() + got, dst.size() - got, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) fail("the server closed the connection");
-    if (errno == EINTR) continue;
-    fail(errno == EAGAIN || errno == EWOULDBLOCK ? "read timed out"
-                                                 : std::string("read failed: ") + std::strerror(errno));
-  }
+  while (got < dst.size())  // large payloads: straight from the socket (or TLS) into dst
+    got += recv_some(dst.data() + got, dst.size() - got);
 }
 
 void Session::skip(size_t n) {

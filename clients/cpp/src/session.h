@@ -2,6 +2,10 @@
 // payloads (writev of a command around caller memory, replies read straight into caller
 // memory) and for passing a file descriptor with a command (SCM_RIGHTS).
 //
+// On a rediss:// URL every byte goes through a TlsStream (tls_stream.h) on the socket hiredis
+// connected: hiredis then only parses replies (its reader, fed from TLS reads), payloads are
+// SSL_write'n from caller memory and SSL_read into it, and no file descriptor is ever passed.
+//
 // A Session is used by one thread at a time (the pool hands it out). Any I/O failure marks it
 // broken and throws Error(kConnection); the pool then closes it instead of reusing it.
 #pragma once
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "stratakv/client.h"
+#include "tls_stream.h"
 #include "url.h"
 
 namespace stratakv::detail {
@@ -60,8 +65,10 @@ inline std::string_view text(const redisReply* r) { return {r->str, r->len}; }
 
 class Session {
  public:
-  /// Connects and authenticates (AUTH when a password is given), then sends READONLY when
-  /// `url.readonly`. Throws Error (kConnection, or kServer when AUTH or READONLY fails).
+  /// Connects, handshakes TLS on a rediss:// URL (url.tls_config, overridden by the options'
+  /// ssl_* fields; the handshake bounded by connect_timeout_ms), and authenticates (AUTH when a
+  /// password is given), then sends READONLY when `url.readonly`. Throws Error (kConnection,
+  /// kUsage for TLS files that do not load, or kServer when AUTH or READONLY fails).
   Session(const Url& url, const Options& options);
   ~Session();
   Session(const Session&) = delete;
@@ -76,6 +83,7 @@ class Session {
   void append(Args& args);
   Reply read();
   /// Sends one command with `fd` attached to its first byte (SCM_RIGHTS) and returns its reply.
+  /// Not on a TLS connection (fails it).
   Reply call_with_fd(Args& args, int fd);
 
   /// Writes the iovecs completely on the socket (nothing may be queued in hiredis).
@@ -103,6 +111,8 @@ class Session {
   void mark_broken() { broken_ = true; }
 
   bool is_unix() const { return unix_; }
+  /// Whether the connection is TLS (rediss://): payloads only over RESP.
+  bool is_tls() const { return tls_ != nullptr; }
   /// The payload transport of this connection (set by the pool after connecting).
   Transport& transport() { return *transport_; }
   void set_transport(std::unique_ptr<Transport> t);
@@ -114,9 +124,12 @@ class Session {
   // An error reply's text (no '-'): a protocol error marks the session broken.
   void note_error(std::string_view text);
   size_t fill();   // reads more bytes into in_ (at least one); fails on EOF/timeout
+  size_t recv_some(void* p, size_t n);  // 1..n bytes from the socket or TLS; fails on EOF/timeout
+  void* tls_reply();  // the next reply parsed by hiredis's reader, fed from TLS reads
   void flush();    // writes out_
 
-  redisContext* c_ = nullptr;
+  redisContext* c_ = nullptr;  // the socket (also on TLS) and the reply reader
+  std::unique_ptr<TlsStream> tls_;  // rediss://: all I/O goes through it
   bool broken_ = false;
   bool unix_ = false;
   std::unique_ptr<Transport> transport_;

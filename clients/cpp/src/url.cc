@@ -44,6 +44,30 @@ void read_userinfo(std::string_view text, std::string_view info, Url& url) {
   url.password = decode(text, info.substr(colon + 1));
 }
 
+bool read_bool(std::string_view text, std::string_view name, const std::string& value) {
+  if (value == "true" || value == "True" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "False" || value == "0" || value == "no") return false;
+  bad(text, std::string(name) + " must be true or false, not '" + value + "'");
+}
+
+// redis-py's from_url names (ssl_*); only on rediss://.
+void read_tls_parameter(std::string_view text, std::string_view name, const std::string& value,
+                        Url& url) {
+  if (!url.tls) bad(text, std::string(name) + " needs a rediss:// URL");
+  TlsConfig& t = url.tls_config;
+  if (name == "ssl_ca_certs") t.ca_certs = value;
+  else if (name == "ssl_certfile") t.certfile = value;
+  else if (name == "ssl_keyfile") t.keyfile = value;
+  else if (name == "ssl_check_hostname") t.check_hostname = read_bool(text, name, value);
+  else if (name == "ssl_cert_reqs") {
+    if (value == "required" || value == "CERT_REQUIRED") t.verify_peer = true;
+    else if (value == "none" || value == "CERT_NONE") t.verify_peer = false;
+    else bad(text, "ssl_cert_reqs must be required or none, not '" + value + "'");
+  } else {
+    bad(text, "unsupported query parameter '" + std::string(name) + "'");
+  }
+}
+
 void read_query(std::string_view text, std::string_view query, Url& url) {
   while (!query.empty()) {
     const size_t amp = query.find('&');
@@ -61,6 +85,7 @@ void read_query(std::string_view text, std::string_view query, Url& url) {
       else if (value == "nearest") url.read_from = ReadFrom::kNearest;
       else bad(text, "read_from must be primary, replicas or nearest, not '" + value + "'");
     }
+    else if (name.starts_with("ssl_")) read_tls_parameter(text, name, value, url);
     else bad(text, "unsupported query parameter '" + std::string(name) + "'");
   }
 }
@@ -76,17 +101,23 @@ Url parse_url(std::string_view text) {
     url.scheme = Url::Scheme::kUnix;
     rest = text.substr(7);
   } else if (text.starts_with("rediss://")) {
-    // TLS needs hiredis_ssl (hiredis 1.0+); Debian 12's libhiredis-dev is 0.14, without it.
-    bad(text, "rediss:// (TLS) is not supported by this build of the SDK: its hiredis has no "
-              "TLS (docs/tls.md); use redis-py or redis-cli --tls, or the plain port");
+    url.tls = true;
+    rest = text.substr(9);
+  } else if (text.starts_with("rediss+cluster://")) {
+    bad(text, "rediss+cluster:// (a cluster over TLS) is not supported: use redis+cluster:// "
+              "or rediss:// to one node");
   } else {
-    bad(text, "the scheme must be redis://, unix:// or redis+cluster://");
+    bad(text, "the scheme must be redis://, rediss://, unix:// or redis+cluster://");
   }
   const size_t q = rest.find('?');
   if (q != std::string_view::npos) {
     read_query(text, rest.substr(q + 1), url);
     rest = rest.substr(0, q);
   }
+  if (url.tls && url.tls_config.check_hostname && !url.tls_config.verify_peer)
+    bad(text, "ssl_check_hostname=true needs ssl_cert_reqs=required");
+  if (url.tls && !url.tls_config.keyfile.empty() && url.tls_config.certfile.empty())
+    bad(text, "ssl_keyfile needs ssl_certfile");
   // userinfo ends at the last '@' before the path (a password may hold '@' only escaped).
   const size_t at = url.scheme == Url::Scheme::kUnix ? rest.find("@/") : rest.find('@');
   if (at != std::string_view::npos) {

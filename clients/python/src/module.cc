@@ -111,8 +111,23 @@ std::unique_ptr<Client> make_client(const std::string& url, size_t max_connectio
                                     int io_timeout_ms, size_t max_staging_bytes,
                                     std::optional<std::string> password, int cluster_max_attempts,
                                     bool cluster_unix_sockets, uint64_t stripe_ttl_ms,
-                                    std::optional<std::string> read_from) {
+                                    std::optional<std::string> read_from,
+                                    std::optional<std::string> ssl_ca_certs,
+                                    std::optional<std::string> ssl_certfile,
+                                    std::optional<std::string> ssl_keyfile,
+                                    std::optional<std::string> ssl_cert_reqs,
+                                    std::optional<bool> ssl_check_hostname) {
   stratakv::Options o;
+  // TLS (rediss:// URLs), redis-py's names; None: the URL's ssl_* parameter, else the default.
+  if (ssl_ca_certs) o.ssl_ca_certs = *ssl_ca_certs;
+  if (ssl_certfile) o.ssl_certfile = *ssl_certfile;
+  if (ssl_keyfile) o.ssl_keyfile = *ssl_keyfile;
+  if (ssl_cert_reqs) {
+    if (*ssl_cert_reqs == "required") o.ssl_verify_peer = true;
+    else if (*ssl_cert_reqs == "none") o.ssl_verify_peer = false;
+    else throw py::value_error("ssl_cert_reqs must be 'required' or 'none'");
+  }
+  o.ssl_check_hostname = ssl_check_hostname;
   // None: the URL's ?read_from= (or primary); a name overrides the URL's.
   if (!read_from || *read_from == "primary") o.read_from = stratakv::ReadFrom::kPrimary;
   else if (*read_from == "replicas") o.read_from = stratakv::ReadFrom::kReplicas;
@@ -270,7 +285,9 @@ PYBIND11_MODULE(_native, m) {
            py::arg("io_timeout_ms") = 60000, py::arg("max_staging_bytes") = size_t{256} << 20,
            py::arg("password") = py::none(), py::arg("cluster_max_attempts") = 5,
            py::arg("cluster_unix_sockets") = true, py::arg("stripe_ttl_ms") = uint64_t{3600} * 1000,
-           py::arg("read_from") = py::none())
+           py::arg("read_from") = py::none(), py::arg("ssl_ca_certs") = py::none(),
+           py::arg("ssl_certfile") = py::none(), py::arg("ssl_keyfile") = py::none(),
+           py::arg("ssl_cert_reqs") = py::none(), py::arg("ssl_check_hostname") = py::none())
       .def_property_readonly("transport", [](const Client& c) { return std::string(c.transport()); })
       .def_property_readonly("cluster", &Client::cluster)
       .def("put", &put, py::arg("key"), py::arg("value"), py::arg("ttl_ms") = py::none(), py::arg("nx") = false,

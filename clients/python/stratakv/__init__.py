@@ -25,11 +25,18 @@ class Client(_NativeClient):
     Client(url, *, max_connections=8, transport="auto", connect_timeout_ms=5000,
            io_timeout_ms=60000, max_staging_bytes=256 MiB, password=None,
            cluster_max_attempts=5, cluster_unix_sockets=True, stripe_ttl_ms=3600000,
-           read_from=None)
+           read_from=None, ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None,
+           ssl_cert_reqs=None, ssl_check_hostname=None)
 
-    url: "redis://host:port", "unix:///path.sock", or "redis+cluster://host:port[,host:port...]"
-    (seeds of a cluster: keys are routed by slot, batches split by node and run in parallel,
-    -MOVED/-ASK followed; `cluster` is then True).
+    url: "redis://host:port", "rediss://host:port" (TLS), "unix:///path.sock", or
+    "redis+cluster://host:port[,host:port...]" (seeds of a cluster: keys are routed by slot,
+    batches split by node and run in parallel, -MOVED/-ASK followed; `cluster` is then True).
+
+    ssl_* (a rediss:// URL's TLS; redis-py's names, also accepted in the URL's query; None: the
+    URL's, else the default): ssl_ca_certs (PEM file of trusted CAs; default the system's),
+    ssl_certfile/ssl_keyfile (a client certificate, for tls-auth-clients), ssl_cert_reqs
+    ("required", the default, or "none": no verification), ssl_check_hostname (default False,
+    as redis-py: any certificate the CA signed is accepted). Payloads go over RESP in TLS.
 
     read_from (a cluster's reads: get, get_into, batch_get_into, exists, batch_exists,
     prefix_match without pin_ms): None

@@ -29,8 +29,7 @@ TEST_CASE("a window too small: the fast path's error text, nothing written") {
 TEST_CASE("server errors: OOM under noeviction, AUTH") {
   ServerProcess small({"--memory.capacity", "64mb", "--maxmemory", "8mb", "--maxmemory-policy", "noeviction",
                        "--requirepass", "secret"});
-  const std::string url = unix_mode() ? "unix://:secret@" + small.socket_path()
-                                      : "redis://:secret@127.0.0.1:" + std::to_string(small.port());
+  const std::string url = url_of(small, ":secret@");
   stratakv::Client kv(url);
   CHECK(kv.transport() == (unix_mode() && server_has_fast_path() ? "shm" : "resp"));
   std::string v = pattern(1 << 20, 5);
@@ -46,8 +45,7 @@ TEST_CASE("server errors: OOM under noeviction, AUTH") {
   MESSAGE("error: " << error);
   CHECK(error.rfind("OOM ", 0) == 0);
   CHECK(kv.get("oom:0").value() == v);  // the connection is still good
-  const std::string bad = unix_mode() ? "unix://:wrong@" + small.socket_path()
-                                      : "redis://:wrong@127.0.0.1:" + std::to_string(small.port());
+  const std::string bad = url_of(small, ":wrong@");
   try {
     stratakv::Client nope(bad);
     FAIL("no error");
@@ -55,7 +53,7 @@ TEST_CASE("server errors: OOM under noeviction, AUTH") {
     CHECK(e.kind() == Error::Kind::kServer);
     CHECK(std::string(e.what()).rfind("WRONGPASS", 0) == 0);
   }
-  const std::string none = unix_mode() ? "unix://" + small.socket_path() : small.tcp_url();
+  const std::string none = url_of(small);
   CHECK_THROWS_AS(stratakv::Client(none).put("k", "v"), Error);
 }
 
@@ -81,7 +79,7 @@ TEST_CASE("bad URLs and unreachable servers") {
 
 TEST_CASE("a lost server: connection errors, no crash") {
   auto gone = std::make_unique<ServerProcess>();
-  stratakv::Client kv(unix_mode() ? gone->unix_url() : gone->tcp_url());
+  stratakv::Client kv(url_of(*gone));
   stratakv::Buffer buf = kv.alloc_buffer(1 << 20);
   CHECK(kv.put("k", ConstBytes(buf.span())));
   gone.reset();
@@ -192,7 +190,7 @@ TEST_CASE("buffers are unregistered from the server when destroyed") {
 TEST_CASE("against redis-server: unix:// falls back to RESP, prefix_match to EXISTS") {
   if (::access("/usr/bin/redis-server", X_OK) != 0) return;
   ServerProcess redis({}, "/usr/bin/redis-server");
-  stratakv::Client kv(unix_mode() ? redis.unix_url() : redis.tcp_url());
+  stratakv::Client kv(url_of(redis));
   CHECK(kv.transport() == "resp");
   std::string v = pattern((1 << 20) + 3, 9);
   stratakv::Buffer buf = kv.alloc_buffer(v.size());

@@ -20,6 +20,7 @@ TEST_CASE("transport follows the URL") {
   auto& kv = client();
   MESSAGE("url " << url() << " transport " << kv.transport());
   CHECK(kv.transport() == (expect_shm() ? "shm" : "resp"));
+  CHECK(url().starts_with("rediss://") == tls_mode());  // tls: every payload goes through TLS
   stratakv::Client resp(url(), {.transport = stratakv::TransportKind::kResp});
   CHECK(resp.transport() == "resp");
 }

@@ -2,7 +2,8 @@
 // test binary, the URL under test, byte patterns, and a raw hiredis connection for mixing
 // plain RESP commands with the SDK's.
 //
-//   STRATAKV_SDK_URL=unix (default) | tcp   which of the server's listeners the SDK uses
+//   STRATAKV_SDK_URL=unix (default) | tcp | tls   which of the server's listeners the SDK uses
+//                                                  (tls: rediss:// to its TLS port)
 #pragma once
 
 #include <doctest.h>
@@ -27,10 +28,18 @@ inline ServerProcess& server() {
 
 inline bool unix_mode() {
   const char* m = std::getenv("STRATAKV_SDK_URL");
-  return !m || std::string(m) != "tcp";
+  return !m || (std::string(m) != "tcp" && std::string(m) != "tls");
 }
 
-inline std::string url() { return unix_mode() ? server().unix_url() : server().tcp_url(); }
+/// The URL of `s` in this binary's mode; `userinfo` is "[user]:password@" or "". tls mode: the
+/// TLS port when `s` has one (not redis-server), else TCP.
+inline std::string url_of(const ServerProcess& s, const std::string& userinfo = "") {
+  if (unix_mode()) return "unix://" + userinfo + s.socket_path();
+  if (s.tls_port() != 0) return s.tls_url(userinfo);
+  return "redis://" + userinfo + "127.0.0.1:" + std::to_string(s.port());
+}
+
+inline std::string url() { return url_of(server()); }
 
 /// One hiredis connection over TCP (binary-safe commands).
 struct Redis {
@@ -85,7 +94,7 @@ inline stratakv::Client& client() {
 }
 
 inline std::string key(const std::string& name) {
-  return "sdk:" + std::string(unix_mode() ? "unix:" : "tcp:") + name;
+  return "sdk:" + std::string(unix_mode() ? "unix:" : tls_mode() ? "tls:" : "tcp:") + name;
 }
 
 /// Deterministic bytes for (seed, position), fast enough for 64 MiB.

@@ -6,6 +6,9 @@
 // so may another binary (redis-server, found on PATH).
 // The log goes to <tmpdir>/server.log, which is printed to stderr when the server does not
 // exit cleanly on SIGTERM.
+//
+//   STRATAKV_SDK_URL=tls   a stratakv server also listens on a TLS port (tls-auth-clients no),
+//                          with the certificates of tls_util.py (made once per process)
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -28,7 +32,40 @@
 #include <thread>
 #include <vector>
 
+#ifndef STRATAKV_TLS_UTIL_DIR  // tests/integration, where tls_util.py is (set by CMake)
+#define STRATAKV_TLS_UTIL_DIR "tests/integration"
+#endif
+
 namespace sdktest {
+
+inline bool tls_mode() {
+  const char* m = std::getenv("STRATAKV_SDK_URL");
+  return m && std::string(m) == "tls";
+}
+
+/// The directory of tls_util.py's files (ca.crt, server.crt, ...), made on first use by
+/// tls_util.make_tls_files (the openssl command), removed at exit. Throws when they cannot
+/// be made.
+inline const std::string& tls_files_dir() {
+  struct Dir {
+    std::string path;
+    Dir() {
+      char tmpl[] = "/tmp/stratakv-sdk-tls-XXXXXX";
+      if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+      path = tmpl;
+      const std::string cmd =
+          "/usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import tls_util; "
+          "sys.exit(tls_util.make_tls_files(sys.argv[2]) is None)' " STRATAKV_TLS_UTIL_DIR " " + path;
+      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot make TLS files: " + cmd);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
 
 class ServerProcess {
  public:
@@ -49,6 +86,16 @@ class ServerProcess {
     } else {
       // An explicit small region (the default is 80% of the machine); `extra` may override it.
       for (const char* a : {"--memory.capacity", "1gb"}) argv.emplace_back(a);
+      if (tls_mode()) {
+        const std::string& d = tls_files_dir();
+        tls_port_ = free_port();
+        for (const std::string& a : {std::string("--tls-port"), std::to_string(tls_port_),
+                                     std::string("--tls-cert-file"), d + "/server.crt",
+                                     std::string("--tls-key-file"), d + "/server.key",
+                                     std::string("--tls-ca-cert-file"), d + "/ca.crt",
+                                     std::string("--tls-auth-clients"), std::string("no")})
+          argv.push_back(a);
+      }
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     pid_ = ::fork();
@@ -96,6 +143,13 @@ class ServerProcess {
   const std::string& socket_path() const { return socket_; }
   std::string tcp_url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   std::string unix_url() const { return "unix://" + socket_; }
+  /// The TLS port (STRATAKV_SDK_URL=tls and a stratakv server), else 0.
+  int tls_port() const { return tls_port_; }
+  /// rediss:// to the TLS port, trusting the test CA; `userinfo` is "[user]:password@" or "".
+  std::string tls_url(const std::string& userinfo = "") const {
+    return "rediss://" + userinfo + "127.0.0.1:" + std::to_string(tls_port_) +
+           "?ssl_ca_certs=" + tls_files_dir() + "/ca.crt";
+  }
   /// False when a previous instance of this class saw an unclean exit (checked by tests).
   static bool clean_exits() { return clean_exit_; }
 
@@ -139,6 +193,7 @@ class ServerProcess {
 
   std::string dir_, socket_, log_;
   int port_ = 0;
+  int tls_port_ = 0;
   pid_t pid_ = -1;
   static inline bool clean_exit_ = true;
 };

@@ -10,7 +10,7 @@
 // with the NIC, docs/fast-path.md) when this host has an RDMA device and the server offers
 // KV.CONNECT VERBS; else, on a `unix://` URL, the shm fast path (a memfd the server maps) when
 // the server offers it; else plain RESP (SET/GET). All give the same results; `transport()`
-// says which one is in use.
+// says which one is in use. On a `rediss://` (TLS) URL it is always RESP, inside TLS.
 //
 // Cluster: on a `redis+cluster://host:port[,host:port...]` URL the Client learns the slot map
 // from a seed, keeps one connection pool per node (each with its own transport: shm for a node
@@ -105,6 +105,21 @@ struct Options {
   /// Password for AUTH (overrides one in the URL); `user` for AUTH user password.
   std::string user;
   std::string password;
+  /// TLS, for a `rediss://` URL (ignored on others; docs/sdk.md "TLS"). A non-empty path or a
+  /// set flag overrides the URL's `ssl_*` query parameter of the same meaning.
+  /// PEM file of the CAs that sign the server's certificate (empty: the URL's, else the
+  /// system's default CA paths).
+  std::string ssl_ca_certs;
+  /// PEM client certificate and its private key (empty keyfile: the key is in certfile), for
+  /// a server with tls-auth-clients yes.
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
+  /// Verify the server's certificate against the CAs (redis-py's ssl_cert_reqs=required;
+  /// unset: the URL's, else true). false accepts any certificate (encryption only).
+  std::optional<bool> ssl_verify_peer;
+  /// Check that the certificate names the URL's host (DNS name or IP address; unset: the
+  /// URL's ssl_check_hostname, else false, as redis-py; needs ssl_verify_peer).
+  std::optional<bool> ssl_check_hostname;
   /// Cluster: how many rounds one call makes at most (the first try and the retries after
   /// -MOVED, -ASK or a lost connection); a key still redirected after them keeps the -MOVED
   /// as its error, a node still unreachable throws Error(kConnection).
@@ -167,11 +182,13 @@ class ClusterCore;
 class Client {
  public:
   /// Connects (one connection now, more on demand). `url`: `redis://[[user]:password@]host[:port]`
-  /// (default port 6379), `unix://[[user]:password@]/path/to.sock` (also `?password=`), or
+  /// (default port 6379), `rediss://...` (the same over TLS, with redis-py's `?ssl_ca_certs=`,
+  /// `ssl_certfile=`, `ssl_keyfile=`, `ssl_cert_reqs=required|none`, `ssl_check_hostname=`;
+  /// payloads over RESP), `unix://[[user]:password@]/path/to.sock` (also `?password=`), or
   /// `redis+cluster://[[user]:password@]host:port[,host:port...]` (seeds of a cluster: the map
   /// is read from the first that answers, then every primary is connected).
   /// Throws Error: kUsage for a bad URL, kConnection when the server (every seed) cannot be
-  /// reached, kServer when AUTH fails or `TransportKind::kShm` is asked and the server refuses it.
+  /// reached or its TLS handshake fails (OpenSSL's reason in what()), kServer when AUTH fails or `TransportKind::kShm` is asked and the server refuses it.
   explicit Client(std::string_view url, Options options = {});
   ~Client();
   /// Moving hands the connections over; a moved-from Client may only be destroyed or assigned.
