@@ -29,12 +29,13 @@ run() {
   local name=$1 pid=$2 port=$3 t=$4
   local s0 s1 out
   s0=$(cpu_ticks "$pid")
-  out=$( { /usr/bin/time -f "%U %S" redis-benchmark -h 127.0.0.1 -p "$port" -t "$t" -n "$N" \
-           -P 16 -c 50 -d 100 -q 2>/dev/null; } 2>&1 )
+  # (time's own line goes to a file: redis-benchmark's stderr is dropped)
+  out=$(/usr/bin/time -f "%U %S" -o "$work/time" redis-benchmark -h 127.0.0.1 -p "$port" \
+          -t "$t" -n "$N" -P 16 -c 50 -d 100 -q 2>/dev/null)
   s1=$(cpu_ticks "$pid")
   local rps client
   rps=$(grep -o '[0-9.]* requests per second' <<<"$out" | awk '{print $1}')
-  client=$(tail -1 <<<"$out" | awk '{print $1+$2}')
+  client=$(tail -1 "$work/time" | awk '{print $1+$2}')
   awk -v n="$name" -v t="$t" -v r="$rps" -v s="$((s1 - s0))" -v k="$TICK" -v c="$client" -v N="$N" \
     'BEGIN { printf "%s %s %.0f %.3f %.3f\n", n, t, r, s / k * 1e6 / N, c * 1e6 / N }'
 }
