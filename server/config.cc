@@ -437,11 +437,12 @@ std::string Config::str(Key k) const {
 
 std::vector<std::pair<std::string, std::string>> Config::get(std::string_view pattern) const {
   std::vector<std::pair<std::string, std::string>> out;
-  // A name without glob characters is looked up, as Redis 7's configGetCommand does (the same
-  // answer as the glob: the name, case-insensitively, dashes not taken for underscores).
+  // A name without glob characters is looked up, as Redis 7's configGetCommand does, by the
+  // same rule as CONFIG SET (case-insensitively, '-' and '_' alike): what can be set by a name
+  // can be read by it.
   if (pattern.find_first_of("*?[\\") == std::string_view::npos) {
     const Spec* s = find_spec(pattern);
-    if (s != nullptr && iequals(s->name, pattern)) {
+    if (s != nullptr) {
       const int i = static_cast<int>(s->key);
       out.emplace_back(s->name, format(*s, nums_[i].load(std::memory_order_relaxed), str(s->key)));
     }
