@@ -196,6 +196,9 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   std::string_view admission_state(int64_t now_ms) const;
   /// How long after its last budget rejection the tier counts as keeping up again.
   static constexpr int64_t kBehindMs = 2000;
+  /// How long without a rejection before the log says the tier keeps up again: a bursty writer
+  /// would otherwise log a pair of lines every few seconds (the eviction log's 10 s likewise).
+  static constexpr int64_t kLogQuietMs = 10'000;
 
  private:
   struct Op {

@@ -261,7 +261,7 @@ void SsdTier::log_admission(int64_t now) {
                   "); rejected values are evicted");
     return;
   }
-  if (now - last < kBehindMs) return;
+  if (now - last < kLogQuietMs) return;
   log(false, "ssd tier: demotion keeps up again after " +
                  std::to_string((last - behind_since_ms_) / 1000) + "s: rejected=" +
                  std::to_string(stats_.rejected.load() - behind_rejected_) + " rejected_bytes=" +

@@ -82,7 +82,7 @@ def test_past_the_write_budget_stores_never_wait_and_read_values_are_admitted(st
     assert share["read"] >= 2 * share["unread"], (kept, gone)
 
     # The operator's log: one line when the tier falls behind, one when it keeps up again.
-    wait_until("the keeping-up line", lambda: log_lines(srv, "keeps up again"), timeout=8)
+    wait_until("the keeping-up line", lambda: log_lines(srv, "keeps up again"), timeout=20)
     assert len(log_lines(srv, "demotion falls behind")) == 1
     assert len(log_lines(srv, "keeps up again")) == 1
     assert r.info("tiering")["ssd_admission_state"] == "keeping_up"
