@@ -55,16 +55,20 @@ def test_allkeys_lru_streams_300mb_through_64mb_and_keeps_the_hot_set(start_serv
     assert "maxmemory-policy=allkeys-lru" in log
 
 
+def full_region_server(start_server):
+    """A client of a server with a 256 MiB region under allkeys-lru whose background eviction
+    starts only past 99% of it, so that a test's fill reaches the level it asks for."""
+    return start_server(memory__capacity="256mb", maxmemory_policy="allkeys-lru",
+                        eviction__high_watermark="1.0", eviction__low_watermark="0.99").client()
+
+
 @STRATAKV_ONLY
 def test_a_large_write_into_a_fragmented_region_evicts_until_it_fits(start_server):
     # The region is one carved range: a value needs contiguous pages. Fill 256 MiB with 1 MiB
     # values and keep every even one hot, so that LRU's victims leave 1 MiB holes between live
     # values; an 8 MiB SET must then evict until 8 MiB lie together, never answer -OOM under an
     # evicting policy (the soak of issue 16 met one on KV.PUT; Redis, which mallocs, never does).
-    # (Background eviction only past 99% of the region, so that the fill below reaches 240 MiB.)
-    srv = start_server(memory__capacity="256mb", maxmemory_policy="allkeys-lru",
-                       eviction__high_watermark="1.0", eviction__low_watermark="0.99")
-    r = srv.client()
+    r = full_region_server(start_server)
     n = 0
     while r.info("memory")["used_memory"] < 240 * MiB and n < 512:
         assert r.set("frag:%d" % n, pattern("frag", n))
@@ -85,9 +89,7 @@ def test_a_large_write_among_small_values_evicts_until_its_pages_come_free(start
     # Small values share jemalloc slabs: evicting every other one frees no page. An 8 MiB SET
     # into a region full of 2 KiB values whose odd ones are LRU's victims must go on evicting
     # until whole pages come back, not give up after a fixed number of rounds (-OOM).
-    srv = start_server(memory__capacity="256mb", maxmemory_policy="allkeys-lru",
-                       eviction__high_watermark="1.0", eviction__low_watermark="0.99")
-    r = srv.client()
+    r = full_region_server(start_server)
     small = 2048
     n = 0
     while r.info("memory")["used_memory"] < 236 * MiB and n < 500_000:
