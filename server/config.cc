@@ -522,12 +522,53 @@ size_t invalid_utf8_at(std::string_view text) {
   return std::string_view::npos;
 }
 
+// Arrays and inline tables nested deeper than this are refused before parsing: toml11 3.7.1
+// parses them by recursion, and a file of a few thousand '[' overflows the stack (found by
+// tests/fuzz/config_fuzz.cc). No key of ours takes an array or a table value at all.
+constexpr size_t kMaxNesting = 32;
+
+// The offset of the first '[' or '{' (outside strings and comments) that opens a level past
+// kMaxNesting, or npos. Table headers ("[a]", "[[a]]") open and close on their line.
+size_t too_deep_at(std::string_view text) {
+  size_t depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '#') {  // a comment, to the end of the line
+      const size_t eol = text.find('\n', i);
+      if (eol == std::string_view::npos) return std::string_view::npos;
+      i = eol;
+    } else if (c == '"' || c == '\'') {
+      // A string: basic ("..." with escapes) or literal ('...'), one line or three quotes.
+      const bool triple = text.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "\'\'\'");
+      const std::string_view close = triple ? text.substr(i, 3) : text.substr(i, 1);
+      size_t j = i + close.size();
+      for (;; ++j) {
+        if (j >= text.size()) return std::string_view::npos;  // unterminated: toml11 says so
+        if (c == '"' && text[j] == '\\') {
+          ++j;
+          continue;
+        }
+        if (text.substr(j, close.size()) == close) break;
+      }
+      i = j + close.size() - 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 std::optional<std::string> Config::load_text(std::string text, const std::string& name) {
   if (const size_t at = invalid_utf8_at(text); at != std::string_view::npos)
     return name + ": not valid UTF-8 at byte " + std::to_string(at) +
            " (a TOML file must be UTF-8)";
+  if (const size_t at = too_deep_at(text); at != std::string_view::npos)
+    return name + ": arrays or tables nested more than " + std::to_string(kMaxNesting) +
+           " deep at byte " + std::to_string(at);
   std::vector<std::pair<std::string, std::string>> pairs;
   try {
     std::istringstream in(std::move(text));

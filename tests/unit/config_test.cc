@@ -157,6 +157,18 @@ TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
   }
   CHECK_FALSE(c.load_text("requirepass = \"p\xc3\xa4\xe2\x82\xac\xf0\x9f\x94\x91\"\n", "t.toml"));
   CHECK(c.str(Key::kRequirePass) == "p\xc3\xa4\xe2\x82\xac\xf0\x9f\x94\x91");
+  // Arrays or tables nested deeper than 32 are refused before parsing: toml11 parses them by
+  // recursion and overflows the stack on a few thousand (tests/fuzz/corpus/config/toml_deep).
+  {
+    auto e = c.load_text("x = " + std::string(100000, '[') + "\n", "t.toml");
+    REQUIRE(e.has_value());
+    CHECK(e->find("nested more than 32 deep at byte 36") != std::string::npos);
+  }
+  // Brackets inside strings and comments are not nesting.
+  CHECK_FALSE(c.load_text("# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\ntls-ca-cert-file = '" +
+                              std::string(100, '[') + "' # {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{\n",
+                          "t.toml"));
+  CHECK(c.str(Key::kTlsCaCertFile) == std::string(100, '['));
 
   // Dotted keys and [memory] tables both name memory.*; threads = 0 means one per core.
   {
