@@ -1,7 +1,6 @@
 #include "server/config.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <climits>
 #include <cstdlib>
@@ -437,22 +436,19 @@ std::string Config::str(Key k) const {
 
 std::vector<std::pair<std::string, std::string>> Config::get(std::string_view pattern) const {
   std::vector<std::pair<std::string, std::string>> out;
+  auto show = [&](const Spec& s) {
+    const int i = static_cast<int>(s.key);
+    out.emplace_back(s.name, format(s, nums_[i].load(std::memory_order_relaxed), str(s.key)));
+  };
   // A name without glob characters is looked up, as Redis 7's configGetCommand does, by the
   // same rule as CONFIG SET (case-insensitively, '-' and '_' alike): what can be set by a name
   // can be read by it.
   if (pattern.find_first_of("*?[\\") == std::string_view::npos) {
-    const Spec* s = find_spec(pattern);
-    if (s != nullptr) {
-      const int i = static_cast<int>(s->key);
-      out.emplace_back(s->name, format(*s, nums_[i].load(std::memory_order_relaxed), str(s->key)));
-    }
+    if (const Spec* s = find_spec(pattern)) show(*s);
     return out;
   }
-  for (const auto& s : specs()) {
-    if (!tiering::glob_match(pattern, s.name, true)) continue;
-    const int i = static_cast<int>(s.key);
-    out.emplace_back(s.name, format(s, nums_[i].load(std::memory_order_relaxed), str(s.key)));
-  }
+  for (const auto& s : specs())
+    if (tiering::glob_match(pattern, s.name, true)) show(s);
   return out;
 }
 
