@@ -77,11 +77,13 @@ class Soak:
         self.errors = []
         self.ops = {}
         self.lock = threading.Lock()
+        self.start = time.monotonic()
 
     def client(self):
         return redis.Redis(port=self.port, socket_timeout=60)
 
     def fail(self, what):
+        what = "t=%.0f s %s" % (time.monotonic() - self.start, what)
         with self.lock:
             if len(self.errors) < 50:
                 self.errors.append(what)
@@ -271,8 +273,16 @@ def main():
                             info.get("ssd_disk_bytes", 0), info.get("evicted_keys", 0),
                             info.get("total_error_replies", 0)))
             print("t=%6.0f s  rss=%7.1f MiB  used=%7.1f MiB  ssd_disk=%7.1f MiB  evicted=%d  "
-                  "errors=%d" % (samples[-1][0], samples[-1][1] / MiB, samples[-1][2] / MiB,
-                                 samples[-1][3] / MiB, samples[-1][4], samples[-1][5]),
+                  "errors=%d  largest_free=%.1f MiB  queued=%.1f MiB  ssd_live=%.1f MiB  "
+                  "reclaim target=%.1f MiB runs=%d freed=%.1f MiB rewrites=%d last=%d ms" % (
+                      samples[-1][0], samples[-1][1] / MiB, samples[-1][2] / MiB,
+                      samples[-1][3] / MiB, samples[-1][4], samples[-1][5],
+                      info.get("region_largest_free", 0) / MiB,
+                      info.get("pending_demotion_bytes", 0) / MiB,
+                      info.get("ssd_bytes", 0) / MiB,
+                      info.get("ssd_reclaim_target_bytes", 0) / MiB,
+                      info.get("ssd_reclaim_runs", 0), info.get("ssd_reclaimed_bytes", 0) / MiB,
+                      info.get("ssd_reclaim_rewrites", 0), info.get("ssd_reclaim_last_ms", 0)),
                   flush=True)
         soak.stop.set()
         for t in threads:

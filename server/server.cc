@@ -29,6 +29,24 @@ std::string random_hex(size_t n) {
   return s;
 }
 
+// A warning with the region's figures when a value found no room after eviction, at most one
+// per 10 s: the operator learns why writes get -OOM under an evicting policy (fragmentation,
+// values queued for the disk, values pinned by readers).
+void log_no_room(size_t bytes, uint64_t queued) {
+  static std::atomic<int64_t> last_ms{0};
+  const int64_t now = tiering::now_ms();
+  int64_t last = last_ms.load(std::memory_order_relaxed);
+  if (now - last < 10'000 || !last_ms.compare_exchange_strong(last, now)) return;
+  const tiering::RegionStats r = tiering::MemoryTier::region().stats();
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "A value of %zu bytes found no room after eviction: region free %zu bytes in %zu "
+                "ranges (largest %zu), arena %zu, large values %zu, queued for the disk %llu",
+                bytes, r.free, r.free_ranges, r.largest_free, r.arena_extents, r.direct_allocated,
+                static_cast<unsigned long long>(queued));
+  log::warning(line);
+}
+
 }  // namespace
 
 Server::Server(Config& config, void (*more_commands)(CommandTable&))
@@ -49,6 +67,8 @@ Server::Server(Config& config, void (*more_commands)(CommandTable&))
       start_ms_(tiering::now_ms()),
       run_id_(random_hex(40)),
       scripts_(*this) {
+  // A failed allocation evicts until its block fits in one piece in the region.
+  evictor_.set_fits([](uint64_t bytes) { return tiering::MemoryTier::region().fits(bytes); });
   cluster_ = std::make_unique<ClusterState>(config_, slot_owner_);
   replication_ = std::make_unique<Replication>(*this);
   migrations_ = std::make_unique<Migrations>(*this);
@@ -203,6 +223,9 @@ tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_
     if (!evictor_.make_room(need, true, tiering::now_ms())) break;
     v = tiering::ValueRef::allocate(size, capacity);
   }
+  // (Under noeviction a full region is the policy's answer, not news for the log.)
+  if (!v && may_evict && evictor_.policy() != tiering::EvictionPolicy::kNoEviction)
+    log_no_room(std::max(size, capacity), ssd_ ? ssd_->pending_bytes() : 0);
   return v;
 }
 

@@ -79,7 +79,10 @@ tiering::Admission Server::ssd_admission() const {
 }
 
 bool Server::demotes() const {
-  return ssd_ != nullptr && ssd_->accepting(tiering::now_ms()) &&
+  // A disk at its capacity plus slack takes no demotion until reclaim frees space: writes
+  // then make room by evicting, as without the tier, and wait for nothing.
+  const int64_t now = tiering::now_ms();
+  return ssd_ != nullptr && ssd_->accepting(now) && !ssd_->over_capacity(now) &&
          evictor_.policy() != tiering::EvictionPolicy::kNoEviction;
 }
 

@@ -78,8 +78,20 @@ bool Evictor::make_room(uint64_t bytes, bool allocation_failed, int64_t now,
   exact_pass_ = ks_.size() <= o.exact_limit;
   free_now_ = !queue;
   clean_only_ = demoter_ != nullptr && !drop_unwritten;
-  uint64_t freed = 0;
-  while (freed < need) {
+  // A failed allocation needs its bytes in one piece: past `need`, the region is asked whether
+  // the block fits (fits_) every further sixteenth of `need` freed (small victims free little
+  // each, and the look costs microseconds).
+  const bool contiguous = allocation_failed && fits_ != nullptr;
+  const uint64_t step = std::max<uint64_t>(need / 16, 1);
+  uint64_t freed = 0, look_at = need;
+  for (;;) {
+    if (freed >= need) {
+      if (!contiguous) break;
+      if (freed >= look_at) {
+        if (fits_(bytes)) break;
+        look_at = freed + step;
+      }
+    }
     uint64_t got = evict_one(o, now);
     if (got == 0) break;
     freed += got;

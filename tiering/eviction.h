@@ -103,6 +103,11 @@ class Evictor {
   EvictionPolicy policy() const { return policy_.load(std::memory_order_relaxed); }
   /// Demotes victims through `d` instead of dropping them (null: drop). Call before start().
   void set_demoter(Demoter* d) { demoter_ = d; }
+  /// Whether a block of `bytes` fits in one piece now (the region's largest free range). With
+  /// it, make_room(allocation_failed) goes on evicting past the bytes it needs until the block
+  /// fits: values need contiguous pages, and LRU's victims may leave holes between live values
+  /// that add up to enough but lie apart. Null (default): bytes alone. Call before start().
+  void set_fits(std::function<bool(uint64_t)> fits) { fits_ = std::move(fits); }
   Demoter* demoter() const { return demoter_; }
 
   /// The background pass: evicts (or queues for demotion) until used memory, less what is
@@ -111,7 +116,8 @@ class Evictor {
   size_t evict_to(uint64_t target, int64_t now_ms);
   /// For a write that needs `bytes` more: frees memory synchronously, now (never by queueing a
   /// demotion; see Demoter), until used + bytes <= maxmemory, and, when `allocation_failed`
-  /// (the region had no room even so), until at least `bytes` of values were freed. False
+  /// (the region had no room even so), until at least `bytes` of values were freed and, with
+  /// set_fits, a block of `bytes` fits in one piece (or nothing is left to evict). False
   /// when the policy is noeviction or nothing evictable is left. Without `drop_unwritten`
   /// (with a Demoter), only values with an SSD copy are candidates: nothing is lost. With a
   /// selective Demoter and no `allocation_failed`, victims it admits are queued and count as
@@ -171,6 +177,7 @@ class Evictor {
   Keyspace& ks_;
   std::function<uint64_t()> used_;
   Demoter* demoter_ = nullptr;
+  std::function<bool(uint64_t)> fits_;
 
   mutable std::mutex options_mu_;
   EvictionOptions options_;

@@ -356,6 +356,15 @@ size_t MemoryRegion::usable_size(void* p) {
   return n;
 }
 
+bool MemoryRegion::fits(size_t size) {
+  if (size <= small_max_) return true;
+  if (size > size_) return false;
+  const size_t len = round_up(size, page_);
+  if (extents_->stats().largest_free >= len) return true;
+  mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
+  return extents_->stats().largest_free >= len;
+}
+
 void MemoryRegion::purge() {
   mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
   extents_->purge(0);

@@ -138,6 +138,12 @@ class MemoryRegion {
   int64_t prefault_ms() const { return prefault_ms_; }
   /// Current figures; refreshes jemalloc's statistics (mallctl "epoch"): call from a cron.
   RegionStats stats() const;
+  /// Whether allocate(size) would find room in one piece now. For a size above small_max(),
+  /// the largest free range; when that is too small, the arena's freed slabs are handed back
+  /// to the region first (they coalesce with their neighbours) and it is looked at again.
+  /// Smaller sizes: true (the arena packs them; freed bytes are what counts). Costs
+  /// microseconds: for the eviction of a failed allocation, not per request. Thread-safe.
+  bool fits(size_t size);
   /// Largest size served by the jemalloc arena; larger ones are page-rounded blocks.
   size_t small_max() const { return small_max_; }
   /// Bytes of the page-rounded blocks live now (RegionStats::direct_allocated): exact and

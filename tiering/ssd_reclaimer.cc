@@ -51,6 +51,23 @@ uint64_t SsdReclaimer::target() const {
   return store_.reclaim_target({space_amp_.load(std::memory_order_relaxed), slack_});
 }
 
+uint64_t SsdReclaimer::bound() const {
+  const uint64_t capacity = store_.options().capacity;
+  if (capacity == 0) return 0;
+  const uint64_t slack = slack_ != 0 ? slack_ : store_.reclaim_slack();
+  return capacity > UINT64_MAX - slack ? UINT64_MAX : capacity + slack;
+}
+
+uint64_t SsdReclaimer::measure() {
+  // Bytes written from here on count until the next look (a write between the two counts
+  // twice: the gate errs towards closing).
+  written_.store(0, std::memory_order_relaxed);
+  const uint64_t disk = store_.disk_bytes(), b = bound();
+  disk_.store(disk, std::memory_order_relaxed);
+  bound_.store(b, std::memory_order_relaxed);
+  return disk;
+}
+
 void SsdReclaimer::run() {
   using Clock = std::chrono::steady_clock;
   // A pass that freed nothing (the excess is what no pass removes) or failed: the next waits
@@ -64,9 +81,10 @@ void SsdReclaimer::run() {
       cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stop_; });
       if (stop_) return;
     }
+    const uint64_t disk = measure();
     if (!enabled() || Clock::now() < next) continue;
     const SsdReclaimOptions o{space_amp_.load(std::memory_order_relaxed), slack_};
-    if (store_.disk_bytes() <= store_.reclaim_target(o)) continue;
+    if (disk <= store_.reclaim_target(o)) continue;
     const auto start = Clock::now();
     SsdReclaimResult r;
     SsdStatus st = store_.reclaim(o, &r, &canceled_);

@@ -59,10 +59,30 @@ class SsdReclaimer {
   void set_space_amp(uint32_t percent);
   /// The disk_bytes() above which a pass runs now.
   uint64_t target() const;
+
+  /// The disk's hard bound: `capacity` + the slack (SsdStore::reclaim_target's constant); 0
+  /// when the store has no capacity. Admission stops while the disk may be over it (below).
+  uint64_t bound() const;
+  /// The writer wrote `bytes` of values since the last look at the disk (the thread looks
+  /// every interval whatever else it does, even with passes off).
+  void wrote(uint64_t bytes) { written_.fetch_add(bytes, std::memory_order_relaxed); }
+  /// Whether the disk, as last measured, plus what was written since and `pending` bytes
+  /// queued to be written, passes bound(): the tier then admits nothing until reclaim brings
+  /// it back under (so the disk stays within capacity + slack however far reclaim falls
+  /// behind; docs/ssd-tier.md, "Disk space"). One relaxed load each.
+  bool over_bound(uint64_t pending) const {
+    const uint64_t b = bound_.load(std::memory_order_relaxed);
+    return b != 0 && disk_.load(std::memory_order_relaxed) +
+                             written_.load(std::memory_order_relaxed) + pending > b;
+  }
+  /// The disk's bytes at the last look.
+  uint64_t measured_disk_bytes() const { return disk_.load(std::memory_order_relaxed); }
   SsdReclaimStats& stats() { return stats_; }
 
  private:
   void run();
+  // Measures the disk (every interval, passes on or off) for over_bound().
+  uint64_t measure();
 
   SsdStore& store_;
   std::atomic<uint32_t> space_amp_;
@@ -70,6 +90,9 @@ class SsdReclaimer {
   std::function<void(bool, std::string_view)> log_;
   int interval_ms_;
   std::atomic<bool> enabled_{true};
+  std::atomic<uint64_t> bound_{0};    // bound(), refreshed by each look
+  std::atomic<uint64_t> disk_{0};     // disk_bytes() at the last look
+  std::atomic<uint64_t> written_{0};  // value bytes written since it
   std::atomic<bool> canceled_{false};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -223,7 +223,11 @@ uint64_t SsdTier::demote(Shard& shard, Shard::Item* item, int64_t now, bool queu
   if (!queue) return 0;
   const uint64_t bytes = std::max<uint64_t>(e.value->allocated(), 1);
   const bool sel = selective();
-  if (!accepting(now) || e.value->size() > SsdStore::kMaxValueSize) {
+  // A disk past its capacity plus slack (reclaim behind the churn) takes nothing more until
+  // reclaim frees space: the victim is evicted as without a tier (reuse), or stays (wait).
+  const bool over = reclaimer_->over_bound(pending_bytes() + bytes);
+  if (over) last_over_ms_.store(now, std::memory_order_relaxed);
+  if (over || !accepting(now) || e.value->size() > SsdStore::kMaxValueSize) {
     if (sel) rejected(bytes, now, /*budget=*/false);
     return 0;
   }
@@ -253,6 +257,7 @@ std::string_view SsdTier::admission_state(int64_t now) const {
   // make the store healthy for a moment).
   if (disk_full_.load(std::memory_order_relaxed)) return "disk_full";
   if (!healthy()) return "error";
+  if (over_capacity(now)) return "over_capacity";
   const int64_t last = last_reject_ms_.load(std::memory_order_relaxed);
   return last != 0 && now - last < kBehindMs ? "rejecting" : "keeping_up";
 }

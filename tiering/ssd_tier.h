@@ -192,8 +192,17 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   const AdmissionPolicy& admission() const { return admission_; }
   /// For INFO and the log: "keeping_up", "rejecting" (the budget refused a value in the last
   /// kBehindMs), "disk_full" (from a write refused for space until one succeeds) or "error"
-  /// (a failed write, until the store recovers): nothing is admitted while either lasts.
+  /// (a failed write, until the store recovers) or "over_capacity" (the disk holds more than
+  /// its capacity plus slack until reclaim frees space: SsdReclaimer::over_bound): nothing is
+  /// admitted while any of these lasts.
   std::string_view admission_state(int64_t now_ms) const;
+  /// Whether the disk gate (SsdReclaimer::over_bound) refused a victim in the last kBehindMs,
+  /// or would refuse the bytes queued now: the disk holds its capacity plus slack, and nothing
+  /// is admitted until reclaim frees space. Writes then wait for no demotion (Server::demotes).
+  bool over_capacity(int64_t now_ms) const {
+    const int64_t last = last_over_ms_.load(std::memory_order_relaxed);
+    return (last != 0 && now_ms - last < kBehindMs) || reclaimer_->over_bound(pending_bytes());
+  }
   /// How long after its last budget rejection the tier counts as keeping up again.
   static constexpr int64_t kBehindMs = 2000;
   /// How long without a rejection before the log says the tier keeps up again: a bursty writer
@@ -241,7 +250,8 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   bool hit_enough(std::string_view key);
   // demote() refused a victim of `bytes`; `budget`: the write budget did (not a failing disk).
   void rejected(uint64_t bytes, int64_t now, bool budget);
-  // Writer thread: one log line when demotion starts and stops falling behind.
+  // Writer thread: one log line when demotion starts and stops falling behind, and when the
+  // disk reaches its capacity plus slack and when it admits again.
   void log_admission(int64_t now);
 
   Keyspace& ks_;
@@ -281,9 +291,11 @@ class SsdTier final : public KeyspaceObserver, public Demoter {
   std::atomic<bool> selective_;
   AdmissionPolicy admission_;
   std::atomic<int64_t> last_reject_ms_{0};  // the last budget rejection
+  std::atomic<int64_t> last_over_ms_{0};    // the last victim the disk gate refused
   // Writer thread only: the episode of rejections being logged (0: none).
   int64_t behind_since_ms_ = 0;
   uint64_t behind_rejected_ = 0, behind_rejected_bytes_ = 0, behind_admitted_ = 0;
+  bool over_logged_ = false;  // writer thread only: the log said the disk is over_capacity()
 
   std::mutex hits_mu_;
   std::unordered_map<std::string, uint32_t> hits_;  // reads of cold keys not yet promoted

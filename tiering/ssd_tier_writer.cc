@@ -99,6 +99,8 @@ void SsdTier::run_writer() {
       writing_bytes_.store(bytes, std::memory_order_relaxed);
       const auto start = std::chrono::steady_clock::now();
       st = store_->write(batch);
+      // What the disk gained since the reclaim thread's last look (its bound's gate).
+      if (st.ok() && bytes != 0) reclaimer_->wrote(bytes);
       // The disk's write speed, from the writer's own batches (the admission budget's rate).
       if (st.ok() && bytes != 0)
         admission_.record_write(bytes, static_cast<uint64_t>(
@@ -248,8 +250,16 @@ void SsdTier::drop_to_capacity() {
 }
 
 void SsdTier::log_admission(int64_t now) {
-  const int64_t last = last_reject_ms_.load(std::memory_order_relaxed);
   auto mb = [](uint64_t b) { return std::to_string(b >> 20) + "MB"; };
+  if (const bool over = over_capacity(now); over != over_logged_) {
+    over_logged_ = over;
+    const std::string figures = "(the disk holds " + mb(reclaimer_->measured_disk_bytes()) +
+                                ", its capacity plus slack is " + mb(reclaimer_->bound()) + ")";
+    log(over, over ? "ssd tier: the disk is at its capacity plus slack " + figures +
+                         ": nothing is admitted until reclaim frees space"
+                   : "ssd tier: reclaim freed space " + figures + ": admitting again");
+  }
+  const int64_t last = last_reject_ms_.load(std::memory_order_relaxed);
   if (behind_since_ms_ == 0) {
     if (last == 0 || now - last >= kBehindMs) return;
     behind_since_ms_ = last;

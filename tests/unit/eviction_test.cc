@@ -161,6 +161,37 @@ TEST_CASE("make_room evicts until a write fits, and frees at least its size afte
   CHECK(ks.size() == 6);
 }
 
+TEST_CASE("after a failed allocation make_room goes on evicting, in LRU order, until the block fits in one piece") {
+  // The fake region: the block fits once the three least recently used keys are gone
+  // together (their ranges are neighbours), whatever else was freed.
+  Keyspace ks(16);
+  const int64_t now = 1'000'000'000;
+  for (int i = 0; i < 40; ++i) put(ks, "k" + std::to_string(i), now - 1000 + i);
+  Evictor ev(ks, [&] { return ks.size() * kUnit; });
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 0));
+  int looks = 0;
+  ev.set_fits([&](uint64_t bytes) {
+    CHECK(bytes == 2 * kUnit);
+    ++looks;
+    return ks.size() <= 30;  // ten keys gone: the holes they left lie together
+  });
+  CHECK(ev.make_room(2 * kUnit, /*allocation_failed=*/true, now));
+  CHECK(ks.size() == 30);  // not 38: the two the bytes asked for left holes apart
+  CHECK(looks >= 1);
+  for (int i = 0; i < 40; ++i) CHECK(present(ks, "k" + std::to_string(i), now) == (i >= 10));
+  // Without a failed allocation the bytes alone count.
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 30 * kUnit));
+  CHECK(ev.make_room(2 * kUnit, false, now));
+  CHECK(ks.size() == 28);
+  // Nothing left that would make it fit: everything evictable goes, and the caller's
+  // allocation decides (true: the bytes were freed).
+  ev.set_options(opts(EvictionPolicy::kAllkeysLru, 0));
+  ev.set_fits([](uint64_t) { return false; });
+  CHECK(ev.make_room(2 * kUnit, true, now));
+  CHECK(ks.size() == 0);
+  CHECK_FALSE(ev.make_room(2 * kUnit, true, now));
+}
+
 TEST_CASE("the background thread evicts from the high to the low watermark") {
   Keyspace ks(16);
   const int64_t now = now_ms();

@@ -311,6 +311,30 @@ TEST_CASE("MemoryRegion: exhaustion returns null cleanly and recovers after free
   r->free(whole);
 }
 
+TEST_CASE("MemoryRegion: fits() tells whether a block lies free in one piece") {
+  auto r = make_region(64 * MiB);
+  CHECK(r->fits(8 * MiB));
+  auto big = fill_region(*r, 1 * MiB);
+  CHECK_FALSE(r->fits(1 * MiB));
+  CHECK(r->fits(r->small_max()));  // the arena's sizes: freed bytes count, not one piece
+  CHECK_FALSE(r->fits(size_t{1} << 40));
+  for (size_t i = 0; i < big.size(); i += 2) r->free(big[i]);
+  CHECK(r->fits(1 * MiB));
+  CHECK_FALSE(r->fits(2 * MiB));  // 32 one-MiB holes, none adjacent
+  r->free(big[1]);                // holes 0, 1, 2 now lie together
+  CHECK(r->fits(3 * MiB));
+  CHECK_FALSE(r->fits(3 * MiB + 1));
+  for (size_t i = 3; i < big.size(); i += 2) r->free(big[i]);
+
+  // Freed slabs of small values count once the arena hands them back: fits() asks it to.
+  auto small = fill_region(*r, 64);
+  for (void* q : small) r->free(q);
+  CHECK(r->fits(60 * MiB));
+  void* whole = r->allocate(60 * MiB);
+  CHECK(whole != nullptr);
+  r->free(whole);
+}
+
 TEST_CASE("MemoryRegion: freed pages stay resident until trimmed or purged") {
   auto r = make_region(512 * MiB);
   const size_t before = rss();
