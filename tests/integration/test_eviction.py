@@ -2,6 +2,7 @@
 passes through, used memory stays within maxmemory, and every value read back is byte-exact."""
 
 import os
+import time
 
 import pytest
 
@@ -66,14 +67,20 @@ def fill_region(r, prefix, size, batch):
     """SETs values of `size` bytes until the region has no free range of 2 MiB left: from then
     on it is full (eviction makes the room for each further value). Returns how many."""
     n = 0
-    while r.info("memory")["region_largest_free"] >= 2 * MiB:
-        p = r.pipeline(transaction=False)
-        for i in range(n, n + batch):
-            p.set("%s:%d" % (prefix, i), pattern(prefix, i, size))
-        assert all(p.execute())
-        n += batch
-        assert n < 4096
-    return n
+    for _ in range(10):
+        while r.info("memory")["region_largest_free"] >= 2 * MiB:
+            p = r.pipeline(transaction=False)
+            for i in range(n, n + batch):
+                p.set("%s:%d" % (prefix, i), pattern(prefix, i, size))
+            assert all(p.execute())
+            n += batch
+            assert n < 4096
+        # The background pass may still take the few keys that the heap pushes past the
+        # limit: full means full once it is done.
+        time.sleep(0.3)
+        if r.info("memory")["region_largest_free"] < 2 * MiB:
+            return n
+    raise AssertionError("the region does not stay full")
 
 
 @STRATAKV_ONLY
@@ -85,17 +92,21 @@ def test_a_large_write_into_a_fragmented_region_evicts_until_it_fits(start_serve
     # here: the soak's one -OOM on KV.PUT (issue 16).
     r = full_region_server(start_server)
     n = fill_region(r, "frag", MiB, 8)
-    live = [i for i in range(n) if r.exists("frag:%d" % i)]
-    for i in live[::2]:
-        assert r.get("frag:%d" % i) == pattern("frag", i)
+    hot = []
+    for i in range(0, n, 2):
+        got = r.get("frag:%d" % i)  # (the first few may have gone to make room for the fill)
+        assert got in (None, pattern("frag", i))
+        if got is not None:
+            hot.append(i)
     assert r.info("memory")["region_largest_free"] < 2 * MiB  # fragmented: no 8 MiB in one piece
     big = pattern("big", 0, 8 * MiB)
     assert r.set("big", big)  # never -OOM
     assert r.get("big") == big
-    kept = [i for i in live if r.exists("frag:%d" % i)]
-    # The cold half goes first (its holes lie apart), then the least recently read hot values
+    # The cold values go first (their holes lie apart), then the least recently read hot ones
     # until their ranges join 8 MiB: about 4 of them, never the whole cache.
-    assert len(kept) >= len(live) // 2 - 8, "evicted %d of %d" % (len(live) - len(kept), len(live))
+    kept = [i for i in hot if r.exists("frag:%d" % i)]
+    assert len(kept) >= len(hot) - 8, "evicted %d of %d hot values" % (len(hot) - len(kept),
+                                                                      len(hot))
     for i in kept:
         assert r.get("frag:%d" % i) == pattern("frag", i)
     assert r.info("errorstats").get("errorstat_OOM") is None
