@@ -16,6 +16,7 @@
 #include "server/os_tuning.h"
 #include "server/replication.h"
 #include "server/tls.h"
+#include "tiering/thread_cache.h"
 
 namespace server {
 
@@ -367,7 +368,10 @@ void Server::run() {
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   for (auto& w : workers_) {
     guards.push_back(asio::make_work_guard(w->io));
-    w->thread = std::thread([&io = w->io] { io.run(); });
+    w->thread = std::thread([&io = w->io] {
+      tiering::enable_thread_caches();  // small values without the arena's lock (thread_cache.h)
+      io.run();
+    });
   }
   signals_.async_wait([this](asio::error_code ec, int sig) {
     if (ec) return;

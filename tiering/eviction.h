@@ -103,12 +103,12 @@ class Evictor {
   EvictionPolicy policy() const { return policy_.load(std::memory_order_relaxed); }
   /// Demotes victims through `d` instead of dropping them (null: drop). Call before start().
   void set_demoter(Demoter* d) { demoter_ = d; }
+  Demoter* demoter() const { return demoter_; }
   /// Whether a block of `bytes` fits in one piece now (the region's largest free range). With
   /// it, make_room(allocation_failed) goes on evicting past the bytes it needs until the block
   /// fits: values need contiguous pages, and LRU's victims may leave holes between live values
   /// that add up to enough but lie apart. Null (default): bytes alone. Call before start().
   void set_fits(std::function<bool(uint64_t)> fits) { fits_ = std::move(fits); }
-  Demoter* demoter() const { return demoter_; }
 
   /// The background pass: evicts (or queues for demotion) until used memory, less what is
   /// queued for demotion, is <= `target` bytes (measured once, then counting the victims'

@@ -1,4 +1,5 @@
 #include "tiering/region.h"
+#include "tiering/thread_cache.h"
 
 #include <jemalloc/jemalloc.h>
 #include <sys/mman.h>
@@ -257,6 +258,8 @@ bool MemoryRegion::create_arena(std::string* error) {
   arena_ = arena;
   have_arena_ = true;
   flags_ = MALLOCX_ARENA(arena_) | MALLOCX_TCACHE_NONE;
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
 
   // Grow by what is asked, not geometrically (jemalloc's default starts at 2 MiB and keeps
   // growing): the grown remainder would be retained by jemalloc, out of the large path's reach.
@@ -278,8 +281,12 @@ bool MemoryRegion::create_arena(std::string* error) {
 }
 
 MemoryRegion::~MemoryRegion() {
-  // Destroying the arena hands its extents back through the hooks, so extents_ must be alive.
-  if (have_arena_) mallctl(arena_ctl(arena_, "destroy").c_str(), nullptr, nullptr, nullptr, 0);
+  // Every thread's cache of this region goes back to the arena first; destroying the arena
+  // then hands its extents back through the hooks, so extents_ must be alive.
+  if (have_arena_) {
+    destroy_thread_caches(id_);
+    mallctl(arena_ctl(arena_, "destroy").c_str(), nullptr, nullptr, nullptr, 0);
+  }
   if (base_ != nullptr) {
     REGION_UNPOISON(base_, size_);  // stale poison would hit whatever is mapped here next
     munmap(map_base_, map_size_);
@@ -297,14 +304,26 @@ uint32_t MemoryRegion::direct_pages(const void* p) const {
   return std::atomic_ref<uint32_t>(direct_[off / page_]).load(std::memory_order_relaxed);
 }
 
+int MemoryRegion::small_flags() const {
+  const int tc = thread_cache(id_);
+  return tc >= 0 ? MALLOCX_ARENA(arena_) | MALLOCX_TCACHE(tc) : flags_;
+}
+
+void MemoryRegion::release_cached() {
+  // This thread's cached blocks back to their slabs, then jemalloc's freed slabs back to the
+  // region, where they coalesce with their neighbours.
+  flush_thread_cache(id_);
+  mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
+}
+
 void* MemoryRegion::allocate(size_t size) {
   if (size == 0) size = 1;
-  void* p = size > small_max_ ? allocate_direct(size) : mallocx(size, flags_);
+  void* p = size > small_max_ ? allocate_direct(size) : mallocx(size, small_flags());
   if (p == nullptr) {
     // jemalloc keeps freed slabs for dirty_decay_ms and does not give them up for another size
     // class or for the large path: have it hand them back to the region, then retry once.
-    mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
-    p = size > small_max_ ? allocate_direct(size) : mallocx(size, flags_);
+    release_cached();
+    p = size > small_max_ ? allocate_direct(size) : mallocx(size, small_flags());
     if (p == nullptr) return nullptr;
   }
   REGION_UNPOISON(p, size);
@@ -337,8 +356,10 @@ void MemoryRegion::free(void* p) {
 #if defined(__SANITIZE_ADDRESS__)
   REGION_POISON(p, sallocx(p, 0));
 #endif
-  // MALLOCX_TCACHE_NONE is essential: a thread cache would hand the block to plain malloc().
-  dallocx(p, MALLOCX_TCACHE_NONE);
+  // Never the implicit thread cache: it would hand the block to plain malloc(). This thread's
+  // cache of the region (thread_cache.h) holds region blocks only.
+  const int tc = thread_cache(id_);
+  dallocx(p, tc >= 0 ? MALLOCX_TCACHE(tc) : MALLOCX_TCACHE_NONE);
 }
 
 void MemoryRegion::free_direct(void* p, uint32_t pages) {
@@ -361,12 +382,12 @@ bool MemoryRegion::fits(size_t size) {
   if (size > size_) return false;
   const size_t len = round_up(size, page_);
   if (extents_->stats().largest_free >= len) return true;
-  mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
+  release_cached();
   return extents_->stats().largest_free >= len;
 }
 
 void MemoryRegion::purge() {
-  mallctl(arena_ctl(arena_, "purge").c_str(), nullptr, nullptr, nullptr, 0);
+  release_cached();
   extents_->purge(0);
 }
 

@@ -23,8 +23,9 @@
 // keep; muzzy decay is off (freed slabs go dirty -> hooks' dalloc, no MADV_FREE limbo); split and
 // merge hooks succeed, so extents are reused at any size. jemalloc does not give up its cached
 // slabs to satisfy another size class, so a failed allocation purges the arena and retries
-// once. Every call passes MALLOCX_TCACHE_NONE: a thread cache would hand a freed region block
-// to the process's plain malloc().
+// once. No call uses jemalloc's implicit thread cache, which would hand a freed region block to
+// the process's plain malloc(): small ones go through an explicit cache per thread that holds
+// this region's blocks only (thread_cache.h), so most take no arena lock.
 //
 // Sanitizer builds use the same code: jemalloc is linked for mallocx/mallctl while the
 // sanitizer's allocator stays the process malloc. Under ASan, freed blocks are poisoned, and
@@ -161,6 +162,10 @@ class MemoryRegion {
   /// madvise(MADV_DONTNEED); true when the pages now read as zero.
   bool purge_pages(char* addr, size_t len);
   void* allocate_direct(size_t size);
+  /// mallocx flags of a small allocation: the arena and this thread's cache of the region.
+  int small_flags() const;
+  /// Flushes this thread's cache of the region and purges the arena's freed slabs.
+  void release_cached();
   void free_direct(void* p, uint32_t pages);
   /// Pages of the live block starting at `p` (0: `p` is not a block's start).
   uint32_t direct_pages(const void* p) const;
@@ -185,7 +190,8 @@ class MemoryRegion {
   bool have_arena_ = false;
   size_t prefaulted_ = 0;
   int64_t prefault_ms_ = 0;
-  int flags_ = 0;  // MALLOCX_ARENA(arena_) | MALLOCX_TCACHE_NONE
+  int flags_ = 0;  // MALLOCX_ARENA(arena_) | MALLOCX_TCACHE_NONE (no thread cache to be had)
+  uint64_t id_ = 0;  // unique per region, never reused: its thread caches' owner
 };
 
 }  // namespace tiering

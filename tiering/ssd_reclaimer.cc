@@ -87,7 +87,8 @@ void SsdReclaimer::run() {
     if (disk <= store_.reclaim_target(o)) continue;
     const auto start = Clock::now();
     SsdReclaimResult r;
-    SsdStatus st = store_.reclaim(o, &r, &canceled_);
+    // What the pass moves counts as written until the next look (the disk gate).
+    SsdStatus st = store_.reclaim(o, &r, &canceled_, &written_);
     if (canceled_.load()) return;
     stats_.last_ms.store(static_cast<uint64_t>(
                              std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -64,7 +64,8 @@ class SsdReclaimer {
   /// when the store has no capacity. Admission stops while the disk may be over it (below).
   uint64_t bound() const;
   /// The writer wrote `bytes` of values since the last look at the disk (the thread looks
-  /// every interval whatever else it does, even with passes off).
+  /// every interval whatever else it does, even with passes off). A pass's moves of live
+  /// values count the same way.
   void wrote(uint64_t bytes) { written_.fetch_add(bytes, std::memory_order_relaxed); }
   /// Whether the disk, as last measured, plus what was written since and `pending` bytes
   /// queued to be written, passes bound(): the tier then admits nothing until reclaim brings

@@ -253,9 +253,12 @@ class SsdStore {
   /// oldest blob files whose dead bytes cover the excess (RocksDB's blob GC with an age cutoff,
   /// forced for that one compaction). Blocking (seconds for a large store): call on a thread
   /// of its own, never the writer's. Runs at compaction priority (nice 19); `*canceled` set
-  /// from another thread stops it early (kBusy). Thread-safe with every other call.
+  /// from another thread stops it early (kBusy). `*moving`, when given, gets the live bytes the
+  /// second step is about to write again added before it starts (the disk gate counts them:
+  /// SsdReclaimer::over_bound). Thread-safe with every other call.
   SsdStatus reclaim(const SsdReclaimOptions& options, SsdReclaimResult* result,
-                    std::atomic<bool>* canceled = nullptr);
+                    std::atomic<bool>* canceled = nullptr,
+                    std::atomic<uint64_t>* moving = nullptr);
   /// The disk bytes a reclaim cannot remove, on top of the live bytes: the WAL (4 write
   /// buffers, `max_total_wal_size`), a write buffer of newest files and 4 MiB of indexes and
   /// RocksDB's own files (MANIFEST, OPTIONS, LOG).

@@ -73,7 +73,7 @@ uint64_t SsdStore::reclaim_target(const SsdReclaimOptions& o) const {
 }
 
 SsdStatus SsdStore::reclaim(const SsdReclaimOptions& o, SsdReclaimResult* result,
-                            std::atomic<bool>* canceled) {
+                            std::atomic<bool>* canceled, std::atomic<uint64_t>* moving) {
   if (halted()) return halt_status("reclaim");
   SsdReclaimResult r;
   r.disk_before = r.disk_after = disk_bytes();
@@ -125,6 +125,7 @@ SsdStatus SsdStore::reclaim(const SsdReclaimOptions& o, SsdReclaimResult* result
     // ENOSPC inside a compaction (RocksDB then stops writing): the same reserve as write().
     const uint64_t reserve = 2 * live + 3 * options_.write_buffer_size + (4 << 20);
     if (k > 0 && garbage > 0 && free_bytes() >= reserve) {
+      if (moving != nullptr) moving->fetch_add(live, std::memory_order_relaxed);
       cro.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
       cro.blob_garbage_collection_age_cutoff =
           std::min(1.0, (static_cast<double>(k) + 0.5) / static_cast<double>(blobs.size()));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "tiering/extent_allocator.h"
 #include "tiering/region.h"
 #include "tiering/resident_policy.h"
+#include "tiering/thread_cache.h"
 
 using tiering::ExtentAllocator;
 using tiering::MemoryRegion;
@@ -333,6 +335,66 @@ TEST_CASE("MemoryRegion: fits() tells whether a block lies free in one piece") {
   void* whole = r->allocate(60 * MiB);
   CHECK(whole != nullptr);
   r->free(whole);
+}
+
+TEST_CASE("MemoryRegion: an I/O thread's cache holds region blocks only and goes with the thread or the region") {
+  auto r = make_region(64 * MiB);
+  // A thread with caches: its frees stay in its cache (counted as allocated), never reach the
+  // process's malloc, and come back to the arena when the thread exits.
+  std::thread t([&] {
+    tiering::enable_thread_caches();
+    std::vector<void*> blocks;
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 2000; ++i) {
+        void* p = r->allocate(100);
+        REQUIRE(p != nullptr);
+        std::memset(p, i & 0xff, 100);
+        blocks.push_back(p);
+      }
+      for (void* p : blocks) r->free(p);
+      blocks.clear();
+    }
+    CHECK(r->stats().allocated() > 0);  // cached: still jemalloc's "allocated"
+    for (int i = 0; i < 2000; ++i) {
+      void* p = std::malloc(100);
+      CHECK_FALSE(r->contains(p, 1));
+      std::free(p);
+    }
+  });
+  t.join();
+  CHECK(r->stats().allocated() == 0);  // the thread's exit gave its cache back
+
+  // A region destroyed while a thread with a cache of it lives: the region takes the cache
+  // back; the thread later uses another region and exits without touching the first's.
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  auto r2 = make_region(16 * MiB);
+  std::thread u([&] {
+    tiering::enable_thread_caches();
+    for (int i = 0; i < 100; ++i) r->free(r->allocate(64));
+    {
+      std::unique_lock lock(mu);
+      step = 1;
+      cv.notify_all();
+      cv.wait(lock, [&] { return step == 2; });
+    }
+    void* p = r2->allocate(64);
+    CHECK(p != nullptr);
+    r2->free(p);
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  r.reset();
+  {
+    std::lock_guard lock(mu);
+    step = 2;
+  }
+  cv.notify_all();
+  u.join();
+  CHECK(r2->stats().allocated() == 0);
 }
 
 TEST_CASE("MemoryRegion: freed pages stay resident until trimmed or purged") {
