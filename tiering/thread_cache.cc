@@ -32,9 +32,9 @@ void destroy_locked(Registry& reg, unsigned index, uint64_t owner) {
   reg.owner.erase(it);
 }
 
-constexpr int kSlots = 4;
-constinit thread_local bool t_exited = false;  // this thread's ThreadCaches are gone
-constinit thread_local bool t_enabled = false;  // enable_thread_caches() was called  // regions a thread keeps caches for (tests run a few at once)
+constexpr int kSlots = 4;  // regions a thread keeps caches for (tests run a few at once)
+constinit thread_local bool t_exited = false;   // this thread's ThreadCaches are gone
+constinit thread_local bool t_enabled = false;  // enable_thread_caches() was called
 
 // The calling thread's caches; destroyed at thread exit.
 struct ThreadCaches {
@@ -44,7 +44,8 @@ struct ThreadCaches {
     Registry& reg = registry();
     std::lock_guard lock(reg.mu);
     for (ThreadCacheSlot& s : slots)
-      if (s.owner != 0 && s.tcache >= 0) destroy_locked(reg, static_cast<unsigned>(s.tcache), s.owner);
+      if (s.owner != 0 && s.tcache >= 0)
+        destroy_locked(reg, static_cast<unsigned>(s.tcache), s.owner);
     // A region call later in this thread's exit (another thread-local's destructor) goes
     // without a cache.
     t_exited = true;
