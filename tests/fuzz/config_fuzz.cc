@@ -10,6 +10,7 @@
 // from CONFIG GET it can always set: CONFIG REWRITE's promise); a failed set changes nothing
 // CONFIG GET shows.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,12 +20,11 @@
 
 namespace {
 
-// What shown() returns for a key CONFIG GET does not list.
-constexpr std::string_view kAbsent = "(absent)";
-
-// CONFIG GET's value of the one key called `name` exactly (case-insensitively), or kAbsent.
-std::string shown(const server::Config& c, std::string_view name) {
-  std::string out(kAbsent);
+// CONFIG GET's value of the one key called `name` exactly (case-insensitively); nullopt when
+// CONFIG GET does not list it. (Not a sentinel string: any text is a value some key accepts,
+// and the fuzzer found "(absent)" set as `save`.)
+std::optional<std::string> shown(const server::Config& c, std::string_view name) {
+  std::optional<std::string> out;
   // The name as a pattern with glob characters escaped, so that only it matches.
   std::string pattern;
   for (char ch : name) {
@@ -65,14 +65,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // (At most 16 pairs: each builds a CONFIG GET of its key, and a whole Config per input.)
   for (size_t i = 0; i + 1 < fields.size() && i < 32; i += 2) {
     const std::string_view name = fields[i], value = fields[i + 1];
-    const std::string before = shown(config, name);
+    const std::optional<std::string> before = shown(config, name);
     if (config.set(name, value, runtime)) {
       CHECK(shown(config, name) == before);  // a refused value changes nothing
       continue;
     }
-    const std::string first = shown(config, name);
-    CHECK(first != kAbsent);
-    CHECK(!config.set(name, first, runtime));
+    const std::optional<std::string> first = shown(config, name);
+    CHECK(first.has_value());
+    CHECK(!config.set(name, *first, runtime));
     CHECK(shown(config, name) == first);
   }
   if (fields.size() % 2 == 1) (void)config.get(fields.back());
