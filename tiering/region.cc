@@ -257,7 +257,6 @@ bool MemoryRegion::create_arena(std::string* error) {
   }
   arena_ = arena;
   have_arena_ = true;
-  flags_ = MALLOCX_ARENA(arena_) | MALLOCX_TCACHE_NONE;
   static std::atomic<uint64_t> next_id{1};
   id_ = next_id.fetch_add(1, std::memory_order_relaxed);
 
@@ -304,9 +303,9 @@ uint32_t MemoryRegion::direct_pages(const void* p) const {
   return std::atomic_ref<uint32_t>(direct_[off / page_]).load(std::memory_order_relaxed);
 }
 
-int MemoryRegion::small_flags() const {
+int MemoryRegion::tcache_flag() const {
   const int tc = thread_cache(id_);
-  return tc >= 0 ? MALLOCX_ARENA(arena_) | MALLOCX_TCACHE(tc) : flags_;
+  return tc >= 0 ? MALLOCX_TCACHE(tc) : MALLOCX_TCACHE_NONE;
 }
 
 void MemoryRegion::release_cached() {
@@ -318,12 +317,16 @@ void MemoryRegion::release_cached() {
 
 void* MemoryRegion::allocate(size_t size) {
   if (size == 0) size = 1;
-  void* p = size > small_max_ ? allocate_direct(size) : mallocx(size, small_flags());
+  auto take = [&] {
+    return size > small_max_ ? allocate_direct(size)
+                             : mallocx(size, MALLOCX_ARENA(arena_) | tcache_flag());
+  };
+  void* p = take();
   if (p == nullptr) {
     // jemalloc keeps freed slabs for dirty_decay_ms and does not give them up for another size
     // class or for the large path: have it hand them back to the region, then retry once.
     release_cached();
-    p = size > small_max_ ? allocate_direct(size) : mallocx(size, small_flags());
+    p = take();
     if (p == nullptr) return nullptr;
   }
   REGION_UNPOISON(p, size);
@@ -358,8 +361,7 @@ void MemoryRegion::free(void* p) {
 #endif
   // Never the implicit thread cache: it would hand the block to plain malloc(). This thread's
   // cache of the region (thread_cache.h) holds region blocks only.
-  const int tc = thread_cache(id_);
-  dallocx(p, tc >= 0 ? MALLOCX_TCACHE(tc) : MALLOCX_TCACHE_NONE);
+  dallocx(p, tcache_flag());
 }
 
 void MemoryRegion::free_direct(void* p, uint32_t pages) {

@@ -162,8 +162,9 @@ class MemoryRegion {
   /// madvise(MADV_DONTNEED); true when the pages now read as zero.
   bool purge_pages(char* addr, size_t len);
   void* allocate_direct(size_t size);
-  /// mallocx flags of a small allocation: the arena and this thread's cache of the region.
-  int small_flags() const;
+  /// MALLOCX_TCACHE of this thread's cache of the region, or MALLOCX_TCACHE_NONE without one
+  /// (never the implicit cache: thread_cache.h).
+  int tcache_flag() const;
   /// Flushes this thread's cache of the region and purges the arena's freed slabs.
   void release_cached();
   void free_direct(void* p, uint32_t pages);
@@ -190,7 +191,6 @@ class MemoryRegion {
   bool have_arena_ = false;
   size_t prefaulted_ = 0;
   int64_t prefault_ms_ = 0;
-  int flags_ = 0;  // MALLOCX_ARENA(arena_) | MALLOCX_TCACHE_NONE (no thread cache to be had)
   uint64_t id_ = 0;  // unique per region, never reused: its thread caches' owner
 };
 
