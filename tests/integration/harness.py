@@ -218,6 +218,31 @@ class Server:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def pause(self, timeout=5.0):
+        """SIGSTOP, then waits until every thread of the process is stopped (state T in
+        /proc/PID/task/*/stat). kill() only starts a group stop: a thread running meanwhile
+        could still serve a request sent right after it."""
+        self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        task_dir = "/proc/%d/task" % self.proc.pid
+        while True:
+            states = []
+            for tid in os.listdir(task_dir):
+                try:
+                    with open("%s/%s/stat" % (task_dir, tid)) as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except FileNotFoundError:  # a thread that just ended
+                    pass
+            if states and all(s in ("T", "t") for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s did not stop within %.0fs of SIGSTOP: %s" % (self, timeout, states))
+            time.sleep(0.001)
+
+    def resume(self):
+        """SIGCONT: the paused process goes on."""
+        self.proc.send_signal(signal.SIGCONT)
+
     def _kill(self):
         """SIGTERM, then SIGKILL after STOP_TIMEOUT. Returns a problem description or None."""
         problem = None

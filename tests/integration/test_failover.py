@@ -208,7 +208,7 @@ def test_paused_primary_is_fenced_then_rejoins_as_replica(etcd):
         c.set("before", "x")
         assert c.execute_command("WAIT", 1, 5000) == 1
         last_old_ok = time.monotonic()
-        primary.proc.send_signal(signal.SIGSTOP)
+        primary.pause()
         try:
             # A write sent to the paused primary waits in its socket buffer.
             late = RawConn(primary.host, primary.port, timeout=30)
@@ -221,7 +221,7 @@ def test_paused_primary_is_fenced_then_rejoins_as_replica(etcd):
             first_new_ok = time.monotonic()
             assert last_old_ok < first_new_ok
         finally:
-            primary.proc.send_signal(signal.SIGCONT)
+            primary.resume()
         # The buffered write is refused: fenced (CLUSTERDOWN), or redirected once the node has
         # applied the new topology (MOVED). Never OK.
         reply = late.read_reply()

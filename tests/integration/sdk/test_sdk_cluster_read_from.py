@@ -9,8 +9,6 @@ value too large for its memory region, which it drops) is read right from the pr
 replica that is down is skipped; "nearest" sends reads to the node it measured fastest (a node
 stopped with SIGSTOP while it serves a read measures slow)."""
 
-import os
-import signal
 import threading
 import time
 
@@ -158,16 +156,25 @@ def test_a_replica_miss_is_read_from_the_primary(cl):
     assert kv.get("never-written") is None
 
 
-def stopped_while_reading(srv, kv, key, seconds=0.4):
-    """Stops srv (SIGSTOP) and reads `key` meanwhile: a read srv serves takes `seconds`."""
-    os.kill(srv.proc.pid, signal.SIGSTOP)
-    t = threading.Timer(seconds, lambda: os.kill(srv.proc.pid, signal.SIGCONT))
+def stopped_while_reading(srv, kv, key, seconds=0.5):
+    """Stops srv (SIGSTOP, every thread stopped) and reads `key` meanwhile: a read srv serves
+    takes `seconds`. Returns the value and the read's wall time."""
+    srv.pause()
+    t = threading.Timer(seconds, srv.resume)
     t.start()
     try:
-        return kv.get(key)
+        start = time.monotonic()
+        value = kv.get(key)
+        return value, time.monotonic() - start
     finally:
         t.join()
-        os.kill(srv.proc.pid, signal.SIGCONT)
+        srv.resume()
+
+
+def timed_get(kv, key):
+    start = time.monotonic()
+    value = kv.get(key)
+    return value, time.monotonic() - start
 
 
 @pytest.mark.parametrize("slow", ["replica", "primary"])
@@ -175,24 +182,31 @@ def test_nearest_reads_from_the_node_measured_fastest(cl, slow):
     p0, p1, r0, r1 = cl.nodes
     key = shard_keys(cl, "near", 1)[0][0]
     kv = stratakv.Client(url_of(cl), read_from="nearest")
-    assert kv.put(key, b"v")
+    assert kv.put(key, b"v")  # connects the primary (its first figure: a PING)
     synced(cl)
+    # The replica has no figure: the first read is its, and connects it. Every node is
+    # connected before one is stopped, so the stop delays a read and not a connect (whose
+    # round trips are not timed).
+    assert kv.get(key) == b"v"
     slow_node, fast_node = (r0, p0) if slow == "replica" else (p0, r0)
     # Every figure is older than a second: the next reads of the shard refresh them, the
-    # replica's first. Make the first read of the slow node take 0.4 s.
+    # replica's first. The slow node's refresh takes 0.5 s.
     time.sleep(1.1)
     if slow == "replica":
-        assert stopped_while_reading(r0, kv, key) == b"v"  # the replica's refresh: slow
-        assert kv.get(key) == b"v"                        # the primary's refresh: fast
+        slow_read = stopped_while_reading(r0, kv, key)  # the replica's refresh: slow
+        fast_read = timed_get(kv, key)                  # the primary's refresh: fast
     else:
-        assert kv.get(key) == b"v"                        # the replica's refresh: fast
-        assert stopped_while_reading(p0, kv, key) == b"v"  # the primary's refresh: slow
+        fast_read = timed_get(kv, key)                  # the replica's refresh: fast
+        slow_read = stopped_while_reading(p0, kv, key)  # the primary's refresh: slow
+    assert slow_read[0] == fast_read[0] == b"v"
+    assert slow_read[1] >= 0.45, (slow_read, fast_read)  # the stop held the read
     reset_stats(cl)
     start = time.monotonic()
     for _ in range(100):
         assert kv.get(key) == b"v"
     assert time.monotonic() - start < 0.9  # within the refresh period: no node is refreshed
-    assert total(fast_node, READS) == 100, (info(fast_node, "commandstats"), info(slow_node, "commandstats"))
+    assert total(fast_node, READS) == 100, (slow_read, fast_read, info(fast_node, "commandstats"),
+                                            info(slow_node, "commandstats"))
     assert total(slow_node, READS) == 0
 
 
