@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 
+#include "server/ascii.h"
 #include "tiering/glob.h"
 
 namespace server::acl {
@@ -35,21 +36,6 @@ constexpr std::string_view kBadHash =
 constexpr std::string_view kSubcommandFirstArg =
     "Allowing first-arg of a subcommand is not supported";
 
-inline unsigned char fold(unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-
-bool ieq(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (fold(static_cast<unsigned char>(a[i])) != fold(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(fold(static_cast<unsigned char>(c)));
-  return out;
-}
 
 void set_bit(User& u, uint32_t id, bool on) {
   if (on) u.allowed[id >> 6] |= uint64_t{1} << (id & 63);
@@ -87,7 +73,7 @@ void set_category(User& u, const Catalog& catalog, int cat, bool allow) {
 
 int find_command(const Catalog& catalog, std::string_view name) {
   for (uint32_t id = 0; id < catalog.size(); ++id)
-    if (ieq(catalog[id].name, name)) return static_cast<int>(id);
+    if (iequals(catalog[id].name, name)) return static_cast<int>(id);
   return -1;
 }
 
@@ -128,7 +114,7 @@ std::string command_rule(User& u, std::string_view op, const Catalog& catalog) {
     return std::string(kUnknown);
   const uint32_t pid = static_cast<uint32_t>(parent);
   if (get_bit(u, pid)) return {};
-  std::string arg = lower(rest);
+  std::string arg = to_lower(rest);
   for (const auto& fa : u.first_args)
     if (fa.first == pid && fa.second == arg) return {};
   u.first_args.emplace_back(pid, std::move(arg));
@@ -141,7 +127,7 @@ std::span<const std::string_view> category_names() { return kCategoryNames; }
 
 int category_index(std::string_view name) {
   for (size_t i = 0; i < kCategoryNames.size(); ++i)
-    if (ieq(kCategoryNames[i], name)) return static_cast<int>(i);
+    if (iequals(kCategoryNames[i], name)) return static_cast<int>(i);
   return -1;
 }
 
@@ -183,7 +169,7 @@ bool User::password_ok(std::string_view password) const {
 bool User::first_arg_allowed(uint32_t id, std::string_view arg1) const {
   if (arg1.empty()) return false;
   for (const auto& fa : first_args)
-    if (fa.first == id && ieq(fa.second, arg1)) return true;
+    if (fa.first == id && iequals(fa.second, arg1)) return true;
   return false;
 }
 
@@ -196,18 +182,18 @@ User new_user(std::string name, const Catalog& catalog) {
 
 std::string apply_rule(User& u, std::string_view op, const Catalog& catalog) {
   if (op.empty()) return std::string(kSyntax);
-  if (ieq(op, "on")) {
+  if (iequals(op, "on")) {
     u.enabled = true;
-  } else if (ieq(op, "off")) {
+  } else if (iequals(op, "off")) {
     u.enabled = false;
-  } else if (ieq(op, "skip-sanitize-payload")) {
+  } else if (iequals(op, "skip-sanitize-payload")) {
     u.sanitize = User::Sanitize::kSkip;
-  } else if (ieq(op, "sanitize-payload")) {
+  } else if (iequals(op, "sanitize-payload")) {
     u.sanitize = User::Sanitize::kSanitize;
-  } else if (ieq(op, "nopass")) {
+  } else if (iequals(op, "nopass")) {
     u.nopass = true;
     u.passwords.clear();
-  } else if (ieq(op, "resetpass")) {
+  } else if (iequals(op, "resetpass")) {
     u.nopass = false;
     u.passwords.clear();
   } else if (op[0] == '>' || op[0] == '#') {
@@ -232,10 +218,10 @@ std::string apply_rule(User& u, std::string_view op, const Catalog& catalog) {
     auto it = std::find(u.passwords.begin(), u.passwords.end(), h);
     if (it == u.passwords.end()) return std::string(kNoSuchPassword);
     u.passwords.erase(it);
-  } else if (ieq(op, "allkeys") || op == "~*") {
+  } else if (iequals(op, "allkeys") || op == "~*") {
     u.all_keys = true;
     u.keys.clear();
-  } else if (ieq(op, "resetkeys")) {
+  } else if (iequals(op, "resetkeys")) {
     u.all_keys = false;
     u.keys.clear();
   } else if (op[0] == '~' || op[0] == '%') {
@@ -269,10 +255,10 @@ std::string apply_rule(User& u, std::string_view op, const Catalog& catalog) {
       }
     }
     u.keys.push_back({std::string(pattern), perms});
-  } else if (ieq(op, "allchannels") || op == "&*") {
+  } else if (iequals(op, "allchannels") || op == "&*") {
     u.all_channels = true;
     u.channels.clear();
-  } else if (ieq(op, "resetchannels")) {
+  } else if (iequals(op, "resetchannels")) {
     u.all_channels = false;
     u.channels.clear();
   } else if (op[0] == '&') {
@@ -280,11 +266,11 @@ std::string apply_rule(User& u, std::string_view op, const Catalog& catalog) {
     std::string_view pattern = op.substr(1);
     if (std::find(u.channels.begin(), u.channels.end(), pattern) == u.channels.end())
       u.channels.emplace_back(pattern);
-  } else if (ieq(op, "allcommands") || ieq(op, "+@all")) {
+  } else if (iequals(op, "allcommands") || iequals(op, "+@all")) {
     set_all(u, true);
-  } else if (ieq(op, "nocommands") || ieq(op, "-@all")) {
+  } else if (iequals(op, "nocommands") || iequals(op, "-@all")) {
     set_all(u, false);
-  } else if (ieq(op, "reset")) {
+  } else if (iequals(op, "reset")) {
     for (std::string_view r :
          {"resetpass", "resetkeys", "resetchannels", "off", "-@all", "sanitize-payload"})
       apply_rule(u, r, catalog);

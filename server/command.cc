@@ -6,9 +6,6 @@ namespace server {
 
 namespace {
 
-// ASCII lower case (std::tolower is a libc call and depends on the locale).
-inline unsigned char fold(unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-
 // FNV-1a (64-bit) of `name` folded to lower case: equal for names that differ only in case.
 inline uint64_t folded_hash(std::string_view name) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -26,12 +23,6 @@ inline bool equals_folded(std::string_view name, std::string_view lower) {
 }
 
 }  // namespace
-
-void to_lower(std::string_view in, std::string* out) {
-  out->resize(in.size());
-  for (size_t i = 0; i < in.size(); ++i)
-    (*out)[i] = static_cast<char>(fold(static_cast<unsigned char>(in[i])));
-}
 
 void CommandTable::add(CommandSpec spec) {
   assert(equals_folded(spec.name, spec.name) && "command names are registered in lower case");

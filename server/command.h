@@ -191,8 +191,5 @@ class CommandTable {
   size_t count_ = 0;
 };
 
-/// Lower-cases ASCII into `out` (reusing its storage).
-void to_lower(std::string_view in, std::string* out);
-
 
 }  // namespace server

@@ -189,7 +189,7 @@ const std::vector<Spec>& specs() {
       {Key::kLogFile, "logfile", Type::kString, "", false},
       {Key::kPidFile, "pidfile", Type::kString, "", false},
       // stratakv keeps no RDB/AOF files: these read back what redis-benchmark and tools ask.
-      {Key::kSave, "save", Type::kString, "", false},
+      {Key::kSave, "save", Type::kString, "", true},
       {Key::kAppendOnly, "appendonly", Type::kBool, "no", false},
       // The node's working directory: cluster-config-file and the saved topology live there.
       {Key::kDir, "dir", Type::kString, ".", false},
@@ -243,10 +243,7 @@ const std::vector<Spec>& specs() {
 // name as the index below keys it: ASCII lower case, '-' as '_'.
 std::string folded_name(std::string_view name) {
   std::string out(name);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
-    else if (c == '-') c = '_';
-  }
+  for (char& c : out) c = c == '-' ? '_' : static_cast<char>(fold(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -266,6 +263,30 @@ std::optional<int64_t> parse_int(std::string_view s) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
+}
+
+// save: "" or pairs of "<seconds> <changes>" (seconds >= 1, changes >= 0), checked as Redis
+// 7.0's setConfigSaveOption checks them: the text split at each single space, each word read
+// by strtoll to its end (an empty word reads 0). The pairs as numbers with one space between
+// them, as CONFIG GET prints them; nullopt when `text` breaks a rule. stratakv saves no RDB:
+// the value is only kept and shown.
+std::optional<std::string> normalized_save_params(std::string_view text) {
+  std::vector<std::string> words;
+  for (size_t at = 0; !text.empty() && at <= text.size();) {
+    const size_t space = std::min(text.find(' ', at), text.size());
+    words.emplace_back(text.substr(at, space - at));
+    at = space + 1;
+  }
+  if (words.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  for (size_t w = 0; w < words.size(); ++w) {
+    char* end = nullptr;
+    const long long n = std::strtoll(words[w].c_str(), &end, 10);
+    if (*end != '\0' || n < (w % 2 == 0 ? 1 : 0)) return std::nullopt;
+    if (w > 0) out += ' ';
+    out += std::to_string(n);
+  }
+  return out;
 }
 
 std::string format(const Spec& spec, int64_t num, const std::string& str) {
@@ -379,9 +400,11 @@ std::optional<std::string> Config::set(std::string_view name, std::string_view v
       break;
     }
     case Type::kString: {
+      std::optional<std::string> save;
+      if (spec->key == Key::kSave && !(save = normalized_save_params(value))) return "Invalid save parameters";
       std::lock_guard lock(mu_);
-      strs_[i] = std::string(value);
-      nums_[i].store(value.empty() ? 0 : 1, std::memory_order_relaxed);  // "is set"
+      strs_[i] = save ? std::move(*save) : std::string(value);
+      nums_[i].store(strs_[i].empty() ? 0 : 1, std::memory_order_relaxed);  // "is set"
       return std::nullopt;
     }
     case Type::kNotifyFlags: {

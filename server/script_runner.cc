@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <optional>
 
+#include "server/ascii.h"
 #include "server/connection.h"
 #include "server/errors.h"
 #include "server/keyspace_events.h"
@@ -38,12 +38,6 @@ void lower_priority_once() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kScriptNice);  // best effort
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // A keyless command a script may run: it touches no key (the connection's own commands and a
 // few of the server's). Every other keyless command reads or changes keys it cannot declare.
 bool keyless_allowed(const CommandSpec& spec) {
@@ -64,7 +58,7 @@ struct ScriptRunner::Running {
 // ---- the cache ----
 
 std::shared_ptr<const std::string> ScriptCache::find(std::string_view sha) const {
-  const std::string key = lower(sha);
+  const std::string key = to_lower(sha);
   std::lock_guard lock(mu_);
   auto it = scripts_.find(key);
   return it == scripts_.end() ? nullptr : it->second;

@@ -3,10 +3,10 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include <cctype>
 #include <cstdint>
 #include <string_view>
 
+#include "server/ascii.h"
 #include "server/config.h"
 
 namespace server {
@@ -18,14 +18,6 @@ constexpr int kTlsV1_1 = 1 << 1;
 constexpr int kTlsV1_2 = 1 << 2;
 constexpr int kTlsV1_3 = 1 << 3;
 
-bool same(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
 // tls-protocols: space-separated versions, case-insensitive; "" = TLSv1.2 and TLSv1.3. -1 and
 // Redis's log line in `error` on a name it does not know (parseProtocolsConfig).
 int parse_protocols(std::string_view text, std::string* error) {
@@ -36,10 +28,10 @@ int parse_protocols(std::string_view text, std::string* error) {
     const std::string_view token = text.substr(0, sp);
     text = sp == std::string_view::npos ? std::string_view{} : text.substr(sp + 1);
     if (token.empty()) continue;
-    if (same(token, "tlsv1")) protocols |= kTlsV1;
-    else if (same(token, "tlsv1.1")) protocols |= kTlsV1_1;
-    else if (same(token, "tlsv1.2")) protocols |= kTlsV1_2;
-    else if (same(token, "tlsv1.3")) protocols |= kTlsV1_3;
+    if (iequals(token, "tlsv1")) protocols |= kTlsV1;
+    else if (iequals(token, "tlsv1.1")) protocols |= kTlsV1_1;
+    else if (iequals(token, "tlsv1.2")) protocols |= kTlsV1_2;
+    else if (iequals(token, "tlsv1.3")) protocols |= kTlsV1_3;
     else {
       *error = "Invalid tls-protocols specified. Use a combination of 'TLSv1', 'TLSv1.1', "
                "'TLSv1.2' and 'TLSv1.3'.";

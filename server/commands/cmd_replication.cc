@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server/arg_parser.h"
+#include "server/ascii.h"
 #include "server/commands/family.h"
 #include "server/connection.h"
 #include "server/errors.h"
@@ -19,15 +20,6 @@
 namespace server {
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
 
 // REPLICAOF host port | REPLICAOF NO ONE
 void cmd_replicaof(CommandContext& ctx) {

@@ -222,6 +222,19 @@ def test_config_set_errors(c):
     assert c.call("CONFIG", "NOSUCH") == Err("ERR unknown subcommand 'NOSUCH'. Try CONFIG HELP.")
 
 
+def test_config_save_is_checked_as_redis_does(same):
+    """save: "" or pairs of <seconds >= 1> <changes >= 0> (Redis 7.0's setConfigSaveOption),
+    read back with one space between words. stratakv writes no RDB: it only keeps the text."""
+    try:
+        for value in ("3600 1 300 100", "  60   10 ", "1 0", "", "abc", "3600", "0 1",
+                      "10 -1", "10 5x", "3600 1 300", "60 10\t20 5", "60 10 ", "60  10",
+                      "+60 007", "60 \t10", " ", "60 1 "):
+            same("CONFIG", "SET", "save", value)
+            same("CONFIG", "GET", "save")
+    finally:
+        same("CONFIG", "SET", "save", "")
+
+
 # ---------------------------------------------------------------- COMMAND
 
 def test_command_count_and_list(r, c):
