@@ -352,7 +352,9 @@ bool ClusterState::apply(std::shared_ptr<const cluster::Topology> topology) {
     } else {
       view->slots_ok += count;
       if (primary->id == view->my_id) owner_.assign(f, l, {});
-      else owner_.assign(f, l, primary->host + ":" + std::to_string(primary->port));
+      else
+        owner_.assign(f, l, primary->host + ":" + std::to_string(primary->port),
+                      primary->tls_port == 0 ? std::string() : primary->host + ":" + std::to_string(primary->tls_port));
     }
     first = last + 1;
   }

@@ -224,7 +224,7 @@ resp::LargeBulk Connection::allocate_bulk(size_t len) {
     partial_args_.clear();
     if (slot >= 0) {
       bulk_redirect_slot_ = slot;
-      bulk_redirect_to_ = server_.slot_owner().address(static_cast<uint16_t>(slot));
+      bulk_redirect_to_ = server_.slot_owner().address(static_cast<uint16_t>(slot), is_tls());
       return {nullptr, {}, /*discard=*/true};
     }
   }

@@ -213,9 +213,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Pipeline stages (pipeline.cc). take_bulk_redirect: a request whose large bulk was dropped
   // (allocate_bulk) becomes a redirect. room_for_write: stage 5's maxmemory check, evicting per
   // policy; false: reply -OOM. call: stage 6, the handler, run again after making room when it
-  // throws tiering::NeedRoom. record: stage 8.
+  // throws tiering::NeedRoom. record: stage 8. redirect: a -MOVED as this connection sees it
+  // (READONLY reads of a replica's slots run; tls-port clients are sent to tls-ports).
   void take_bulk_redirect(PreparedCommand& cmd);
-  void replica_read(PreparedCommand& cmd);
+  void redirect(PreparedCommand& cmd);
   // The transaction queueing stage (exec.cc): inside MULTI, a command other than EXEC, DISCARD,
   // MULTI, WATCH, QUIT or RESET is checked (a refused one flags the transaction), then queued
   // with +QUEUED instead of run. True when it took the request.

@@ -292,12 +292,19 @@ void reply_refusal(const PreparedCommand& cmd, std::span<const std::string_view>
 
 // ---- Connection: the stages after prepare() ----
 
-// Stage 3 on a READONLY connection (cluster.c getNodeByQuery): a read-only command whose slot
-// this node holds as a replica is served here rather than redirected to the primary.
-void Connection::replica_read(PreparedCommand& cmd) {
-  if (cmd.verdict == Verdict::kMoved && (cmd.spec->flags & kReadonly) != 0 &&
-      server_.slot_owner().holds_as_replica(cmd.moved_slot))
+// Stage 3's redirect, as this connection sees it (cluster.c getNodeByQuery): on a READONLY
+// connection a read-only command whose slot this node holds as a replica is served here; a
+// client of tls-port is sent to the other node's tls-port when it has one.
+void Connection::redirect(PreparedCommand& cmd) {
+  if (readonly_reads && (cmd.spec->flags & kReadonly) != 0 &&
+      server_.slot_owner().holds_as_replica(cmd.moved_slot)) {
     cmd.verdict = Verdict::kRun;
+    return;
+  }
+  if (is_tls()) {
+    std::string tls = server_.slot_owner().address(cmd.moved_slot, /*tls=*/true);
+    if (!tls.empty()) cmd.moved_to = std::move(tls);
+  }
 }
 //
 // The helpers of the stages first (inlined: a request's stages cost no call each), then
@@ -496,7 +503,7 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   take_bulk_redirect(cmd);
   if (cmd.verdict >= Verdict::kNoPermCommand && cmd.verdict <= Verdict::kNoPermChannel)
     [[unlikely]] log_acl_refusal(cmd, req.args(), now_ms);
-  if (readonly_reads) replica_read(cmd);
+  if (cmd.verdict == Verdict::kMoved) [[unlikely]] redirect(cmd);
   // 3a. RESP2 subscribed mode: only the Pub/Sub commands, PING, QUIT and RESET.
   if (subscribed_resp2() && subscribed_stage(req, cmd, now_ms)) return;
   // 3b. Transaction queueing: inside MULTI the command is queued, not run.
@@ -527,7 +534,7 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
   take_bulk_redirect(cmd);
   if (cmd.verdict >= Verdict::kNoPermCommand && cmd.verdict <= Verdict::kNoPermChannel)
     [[unlikely]] log_acl_refusal(cmd, req.args(), now_ms);
-  if (readonly_reads) replica_read(cmd);
+  if (cmd.verdict == Verdict::kMoved) [[unlikely]] redirect(cmd);
   // 3a. RESP2 subscribed mode: only the Pub/Sub commands, PING, QUIT and RESET.
   if (subscribed_resp2() && subscribed_stage(req, cmd, now_ms)) co_return;
   // 3b. Transaction queueing: inside MULTI the command is queued, not run (nothing loaded).

@@ -18,24 +18,36 @@ void SlotOwner::set_replica_slots(uint16_t first, uint16_t last, bool held) {
   }
 }
 
-std::string SlotOwner::address(uint16_t slot) const {
+namespace {
+// index_'s key: both addresses (a space never appears in "host:port").
+std::string endpoint_key(std::string_view plain, std::string_view tls) {
+  std::string key;
+  key.reserve(plain.size() + 1 + tls.size());
+  return key.append(plain).append(1, ' ').append(tls);
+}
+}  // namespace
+
+std::string SlotOwner::address(uint16_t slot, bool tls) const {
   std::lock_guard lock(mu_);
   const uint16_t at = owner_[slot];
-  return at == 0 || at == kUnserved ? std::string() : addresses_[at - 1];
+  if (at == 0 || at == kUnserved) return {};
+  const Endpoint& e = addresses_[at - 1];
+  return tls && !e.tls.empty() ? e.tls : e.plain;
 }
 
-void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address) {
+void SlotOwner::assign(uint16_t first, uint16_t last, std::string_view address, std::string_view tls_address) {
   std::lock_guard lock(mu_);
   uint16_t at = 0;
   if (!address.empty()) {
-    auto it = index_.find(std::string(address));
+    std::string key = endpoint_key(address, tls_address);
+    auto it = index_.find(key);
     if (it == index_.end()) {
       // Past one address per slot, forget those no slot names any more first: the table then
       // never holds more than kSlots + 1 (its 16-bit indexes never wrap, whatever a client
       // sends), and the sweep runs once per kSlots new addresses at most.
       if (addresses_.size() >= cluster::kSlots) drop_unused_addresses();
-      addresses_.emplace_back(address);
-      it = index_.emplace(addresses_.back(), static_cast<uint16_t>(addresses_.size())).first;
+      addresses_.push_back({std::string(address), std::string(tls_address)});
+      it = index_.emplace(std::move(key), static_cast<uint16_t>(addresses_.size())).first;
     }
     at = it->second;
   }
@@ -70,7 +82,7 @@ void SlotOwner::drop_unused_addresses() {
   std::vector<uint16_t> remap(addresses_.size() + 1, 0);
   for (uint16_t at : owner_)
     if (at != kUnserved) remap[at] = 1;
-  std::vector<std::string> kept;
+  std::vector<Endpoint> kept;
   for (size_t i = 1; i < remap.size(); ++i) {
     if (remap[i] == 0) continue;
     kept.push_back(std::move(addresses_[i - 1]));
@@ -82,7 +94,7 @@ void SlotOwner::drop_unused_addresses() {
   addresses_ = std::move(kept);
   index_.clear();
   for (size_t i = 0; i < addresses_.size(); ++i)
-    index_.emplace(addresses_[i], static_cast<uint16_t>(i + 1));
+    index_.emplace(endpoint_key(addresses_[i].plain, addresses_[i].tls), static_cast<uint16_t>(i + 1));
 }
 
 void SlotOwner::set_bits(SlotBits& bits, std::atomic<uint32_t>& count, uint16_t first,

@@ -34,13 +34,16 @@ class SlotOwner {
   /// Whether this node serves every slot (owns() is true for all). Thread-safe.
   bool owns_all() const { return foreign_count_.load(std::memory_order_relaxed) == 0; }
   /// The "host:port" of the node that serves `slot` (another node's for a slot owns() says is
-  /// not ours), as -MOVED names it; "" when this node or no node serves it (unserve()). Takes a
-  /// mutex: for redirects only. Thread-safe.
-  std::string address(uint16_t slot) const;
-  /// Slots [first, last] are served by the node at `address` ("host:port"), or by this node
-  /// when `address` is empty. Requires first <= last < cluster::kSlots. Thread-safe; a
-  /// request being checked meanwhile sees each slot either way.
-  void assign(uint16_t first, uint16_t last, std::string_view address);
+  /// not ours), as -MOVED names it; "" when this node or no node serves it (unserve()). With
+  /// `tls` (the client came in on tls-port) the node's "host:tls-port" when it has one: the
+  /// port of the client's kind, as Redis 7.0's clusterRedirectClient names it under
+  /// tls-cluster. Takes a mutex: for redirects only. Thread-safe.
+  std::string address(uint16_t slot, bool tls = false) const;
+  /// Slots [first, last] are served by the node at `address` ("host:port"; `tls_address`, its
+  /// "host:tls-port" or "" when it has none), or by this node when `address` is empty.
+  /// Requires first <= last < cluster::kSlots. Thread-safe; a request being checked meanwhile
+  /// sees each slot either way.
+  void assign(uint16_t first, uint16_t last, std::string_view address, std::string_view tls_address = {});
   /// Slots [first, last] are served by no node (their shard has no primary, or no shard has
   /// them): their keys get -CLUSTERDOWN Hash slot not served. Same requirements as assign().
   void unserve(uint16_t first, uint16_t last);
@@ -147,8 +150,12 @@ class SlotOwner {
   mutable std::mutex mu_;
   // per slot: 1 + index into addresses_, 0 = this node, kUnserved = no node
   std::vector<uint16_t> owner_;
-  std::vector<std::string> addresses_;    // other nodes' "host:port"
-  std::unordered_map<std::string, uint16_t> index_;  // address -> its owner_ value
+  struct Endpoint {
+    std::string plain;  // "host:port"
+    std::string tls;    // "host:tls-port", or "" (no tls-port)
+  };
+  std::vector<Endpoint> addresses_;                  // other nodes'
+  std::unordered_map<std::string, uint16_t> index_;  // "plain tls" -> its owner_ value
 };
 
 }  // namespace server

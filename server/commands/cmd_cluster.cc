@@ -44,12 +44,16 @@ std::vector<cluster::SlotRange> ranges_of(const ClusterView& v, size_t shard) {
   return out;
 }
 
+// The port a client is told to reach `n` at: its tls-port for a client of tls-port (`tls`) when
+// it has one, else its port (Redis 7.0 getNodeClientPort: the port of the client's kind).
+int client_port(const cluster::NodeAddress& n, bool tls) { return tls && n.tls_port != 0 ? n.tls_port : n.port; }
+
 // [host, port, id, {}]: one node of a CLUSTER SLOTS range (cluster.c addNodeToNodeReply; no
 // hostname, so the networking metadata is an empty map).
-void reply_slots_node(resp::Writer& out, const cluster::NodeAddress& n) {
+void reply_slots_node(resp::Writer& out, const cluster::NodeAddress& n, bool tls) {
   out.array(4);
   out.bulk(n.host);
-  out.integer(n.port);
+  out.integer(client_port(n, tls));
   out.bulk(n.id);
   out.map(0);
 }
@@ -81,8 +85,8 @@ void cluster_slots(CommandContext& ctx) {
     ctx.out.array(3 + replicas.size());
     ctx.out.integer(e.range.first);
     ctx.out.integer(e.range.last);
-    reply_slots_node(ctx.out, *e.primary);
-    for (const cluster::NodeAddress* r : replicas) reply_slots_node(ctx.out, *r);
+    reply_slots_node(ctx.out, *e.primary, ctx.conn.is_tls());
+    for (const cluster::NodeAddress* r : replicas) reply_slots_node(ctx.out, *r, ctx.conn.is_tls());
   }
 }
 
@@ -136,12 +140,12 @@ void cluster_shards(CommandContext& ctx) {
 
 // One line of CLUSTER NODES (cluster.c clusterGenNodeDescription): id, ip:port@cport, flags,
 // primary id or -, ping sent, pong received, config epoch, link state, slot ranges. No bus:
-// cport 0.
-std::string node_line(const ClusterView& v, const cluster::NodeAddress& n) {
+// cport 0. The port is the one of the client's kind (client_port).
+std::string node_line(const ClusterView& v, const cluster::NodeAddress& n, bool tls) {
   const cluster::Topology& t = *v.topology;
   const cluster::Shard* shard = t.shard_of_node(n.id);
   const bool primary = shard != nullptr && shard->primary == n.id;
-  std::string line = n.id + " " + n.host + ":" + std::to_string(n.port) + "@0 ";
+  std::string line = n.id + " " + n.host + ":" + std::to_string(client_port(n, tls)) + "@0 ";
   if (n.id == v.my_id) line += "myself,";
   line += primary ? "master" : (shard != nullptr ? "slave" : "noflags");
   line += " ";
@@ -161,7 +165,7 @@ void cluster_nodes(CommandContext& ctx) {
   auto view = view_or_reply(ctx);
   if (!view) return;
   std::string text;
-  for (const cluster::NodeAddress& n : view->topology->nodes) text += node_line(*view, n) + "\n";
+  for (const cluster::NodeAddress& n : view->topology->nodes) text += node_line(*view, n, ctx.conn.is_tls()) + "\n";
   ctx.out.verbatim("txt", text);
 }
 
@@ -176,7 +180,7 @@ void cluster_replicas(CommandContext& ctx) {
     return ctx.out.error(err::kNotAMaster);
   std::vector<std::string> lines;
   for (const std::string& r : shard->replicas)
-    if (const cluster::NodeAddress* n = t.node(r)) lines.push_back(node_line(*view, *n) + "\n");
+    if (const cluster::NodeAddress* n = t.node(r)) lines.push_back(node_line(*view, *n, ctx.conn.is_tls()) + "\n");
   ctx.out.array(lines.size());
   for (const std::string& l : lines) ctx.out.bulk(l);
 }

@@ -38,7 +38,7 @@ std::string key_elsewhere(CommandContext& ctx, std::string_view key) {
   if (owner.owns_all()) return {};
   const uint16_t slot = cluster::key_slot(key);
   if (owner.owns(slot)) return {};
-  std::string address = owner.address(slot);
+  std::string address = owner.address(slot, ctx.conn.is_tls());
   if (address.empty()) return std::string(err::kClusterDownUnbound);
   return err::moved(slot, address);
 }

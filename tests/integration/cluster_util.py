@@ -6,7 +6,7 @@ import json
 import os
 import secrets
 
-from harness import Server, free_port, stop_servers, tmp_root
+from harness import Server, config_name, free_port, stop_servers, tmp_root
 
 
 def new_id():
@@ -26,19 +26,26 @@ def split_evenly(n):
 
 class StaticCluster:
     """`n` shards over a topology file, each a primary and `replicas` replicas; `config` goes to
-    every node. Nodes 0..n-1 are the primaries, then shard 0's replicas, shard 1's ..."""
+    every node. Nodes 0..n-1 are the primaries, then shard 0's replicas, shard 1's ...
+    With `tls` (config of tls_util.TlsFiles.server_config) every node also has a tls-port, in
+    its config and in the topology (self.tls_ports)."""
 
-    def __init__(self, n, version=1, replicas=0, **config):
+    def __init__(self, n, version=1, replicas=0, tls=None, **config):
         self.nodes = []
         total = n * (1 + replicas)
         self.ids = [new_id() for _ in range(total)]
         self.shard_ids = [new_id() for _ in range(n)]
         self.ports = [free_port() for _ in range(total)]
+        self.tls_ports = [free_port() if tls else 0 for _ in range(total)]
         self.sockets = []
         self.path = str(tmp_root() / ("topology-%s.json" % secrets.token_hex(4)))
         for i in range(total):
             srv = Server(cluster_enabled="yes", cluster__topology_file=self.path,
                          port=self.ports[i], **config)
+            if tls:
+                srv.config.update((config_name(k), v)
+                                  for k, v in dict(tls_port=self.tls_ports[i], **tls).items())
+                srv.tls_port = self.tls_ports[i]
             (srv.workdir / "nodes.conf").write_text("id %s\n" % self.ids[i])
             self.sockets.append(str(srv.workdir / "s.sock"))
             srv.config["unixsocket"] = self.sockets[i]
@@ -47,7 +54,8 @@ class StaticCluster:
         self.topology = {
             "format": 1, "version": version, "name": "test",
             "nodes": [{"id": self.ids[i], "host": "127.0.0.1", "port": self.ports[i],
-                       "tls_port": 0, "unix_socket": self.sockets[i], "host_id": "test-host"}
+                       "tls_port": self.tls_ports[i], "unix_socket": self.sockets[i],
+                       "host_id": "test-host"}
                       for i in range(total)],
             "shards": [{"id": self.shard_ids[i], "slots": [r], "primary": self.ids[i],
                         "replicas": [self.ids[n + i * replicas + j] for j in range(replicas)],

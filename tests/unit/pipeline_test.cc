@@ -176,3 +176,21 @@ TEST_CASE("SlotOwner: addresses no slot names are forgotten, so any number of re
   owner.assign(5, 9, "");
   CHECK(owner.owns_all());
 }
+
+TEST_CASE("SlotOwner: a tls-port client is named the node's tls-port, when it has one") {
+  server::SlotOwner owner;
+  owner.assign(0, 9, "10.0.0.1:7000", "10.0.0.1:7400");
+  owner.assign(10, 19, "10.0.0.2:7000");  // no tls-port
+  owner.assign(20, 29, "10.0.0.1:7000");  // the same plain address, its tls-port unknown here
+  CHECK(owner.address(3) == "10.0.0.1:7000");
+  CHECK(owner.address(3, /*tls=*/true) == "10.0.0.1:7400");
+  CHECK(owner.address(15, true) == "10.0.0.2:7000");
+  CHECK(owner.address(25, true) == "10.0.0.1:7000");
+  CHECK(owner.address(3, true) == "10.0.0.1:7400");  // the other entry did not replace it
+  // The sweep of unused addresses keeps both addresses of the entries still named.
+  for (int i = 0; i < 20'000; ++i) owner.assign(40, 40, "10.0.0.3:" + std::to_string(i), "10.0.0.3:1");
+  CHECK(owner.address(5, true) == "10.0.0.1:7400");
+  CHECK(owner.address(40, true) == "10.0.0.3:1");
+  CHECK(owner.address(40) == "10.0.0.3:19999");
+  CHECK(owner.address(30, true).empty());  // this node's
+}

@@ -83,7 +83,8 @@ TEST_CASE("bad rediss:// URLs are usage errors") {
                           "rediss://h?ssl_check_hostname=maybe", "rediss://h?verify=1",
                           "rediss://h?ssl_cert_reqs=none&ssl_check_hostname=true",
                           "rediss://h?ssl_keyfile=/k.pem", "redis://h?ssl_ca_certs=/ca.pem",
-                          "unix:///s?ssl_certfile=/c.pem", "rediss://", "rediss+cluster://h:1"}) {
+                          "unix:///s?ssl_certfile=/c.pem", "rediss://",
+                          "rediss+cluster://h:1"}) {  // a cluster URL: parse_cluster_url's
     CAPTURE(std::string(bad));
     check_refused(bad);
   }
@@ -131,5 +132,28 @@ TEST_CASE("redis+cluster:// URLs: the seeds") {
     CHECK_THROWS_AS(parse_cluster_url(bad), stratakv::Error);
   for (const char* bad : {"redis+cluster://", "redis+cluster://h:1,", "redis+cluster://,h:1",
                           "redis+cluster://h:0", "redis+cluster://h:1,h:x", "redis://h:1"})
+    CHECK_THROWS_AS(parse_cluster_url(bad), stratakv::Error);
+}
+
+TEST_CASE("rediss+cluster:// URLs: every seed over TLS, with the query's ssl_* settings") {
+  using stratakv::detail::is_cluster_url;
+  using stratakv::detail::parse_cluster_url;
+  CHECK(is_cluster_url("rediss+cluster://h:1"));
+  auto seeds = parse_cluster_url("rediss+cluster://bob:pw@h:1,[::1]:2?ssl_ca_certs=/ca.pem&ssl_cert_reqs=none"
+                                 "&ssl_check_hostname=false&read_from=replicas");
+  REQUIRE(seeds.size() == 2);
+  for (const Url& u : seeds) {
+    CHECK(u.scheme == Url::Scheme::kTcp);
+    CHECK(u.tls);
+    CHECK(u.tls_config.ca_certs == "/ca.pem");
+    CHECK_FALSE(u.tls_config.verify_peer);
+    CHECK(u.user == "bob");
+    CHECK(u.read_from == stratakv::ReadFrom::kReplicas);
+  }
+  CHECK(seeds[1].host == "::1");
+  CHECK_FALSE(parse_cluster_url("redis+cluster://h:1")[0].tls);
+  for (const char* bad : {"rediss+cluster://", "rediss+cluster://h:1?ssl_bogus=1",
+                          "redis+cluster://h:1?ssl_ca_certs=/ca.pem",
+                          "rediss+cluster://h:1?ssl_keyfile=/k.pem"})
     CHECK_THROWS_AS(parse_cluster_url(bad), stratakv::Error);
 }

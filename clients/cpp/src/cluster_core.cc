@@ -165,7 +165,9 @@ Url ClusterCore::node_url(const NodeAddress& a) {
   tcp.scheme = Url::Scheme::kTcp;
   tcp.host = a.host;
   tcp.port = a.port;
-  if (!options().cluster_unix_sockets) return tcp;
+  // Over TLS (rediss+cluster://) every node is reached as the seeds are: the map's ports are
+  // the nodes' tls-ports (CLUSTER SLOTS answers a TLS client so), and no Unix socket is tried.
+  if (!options().cluster_unix_sockets || tcp.tls) return tcp;
   try {
     Session s(tcp, options());
     Url ux = tcp;

@@ -21,6 +21,10 @@
 // path must answer CLUSTER MYID with the node's id (or, without an id, CONFIG GET port with its
 // port). Options::cluster_unix_sockets turns this off.
 //
+// A rediss+cluster:// Client reaches every node over TLS, as its seeds: asked over TLS, a node's
+// CLUSTER SLOTS and -MOVED name the nodes' tls-ports (docs/tls.md), and no Unix socket is tried
+// (the bytes stay encrypted end to end; the fast path is not used).
+//
 // Thread-safe. No lock is held across I/O: making a node and refreshing the map run outside
 // the locks; whoever needs the same node or refresh meanwhile waits for it.
 #pragma once
@@ -96,7 +100,8 @@ class ClusterCore {
   std::shared_ptr<ClientCore> node(const NodeAddress& a, bool readonly);
   /// Connects a pool; with kNearest, times one PING on it (ReadPolicy::record).
   std::shared_ptr<ClientCore> make_node(const NodeAddress& a, bool readonly);
-  /// The node's Url: its Unix socket when it is on this host, else TCP.
+  /// The node's Url: its Unix socket when it is on this host, else TCP (TLS for a rediss+cluster://
+  /// Client, never a Unix socket then).
   Url node_url(const NodeAddress& a);
   /// Reads the map through `s`; nullopt when the server is not in cluster mode.
   std::optional<SlotMap> fetch_map(Session& s, std::string_view host);

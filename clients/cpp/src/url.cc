@@ -103,11 +103,8 @@ Url parse_url(std::string_view text) {
   } else if (text.starts_with("rediss://")) {
     url.tls = true;
     rest = text.substr(9);
-  } else if (text.starts_with("rediss+cluster://")) {
-    bad(text, "rediss+cluster:// (a cluster over TLS) is not supported: use redis+cluster:// "
-              "or rediss:// to one node");
   } else {
-    bad(text, "the scheme must be redis://, rediss://, unix:// or redis+cluster://");
+    bad(text, "the scheme must be redis://, rediss://, unix://, redis+cluster:// or rediss+cluster://");
   }
   const size_t q = rest.find('?');
   if (q != std::string_view::npos) {
@@ -164,11 +161,15 @@ Url parse_url(std::string_view text) {
   return url;
 }
 
-bool is_cluster_url(std::string_view text) { return text.starts_with("redis+cluster://"); }
+bool is_cluster_url(std::string_view text) {
+  return text.starts_with("redis+cluster://") || text.starts_with("rediss+cluster://");
+}
 
 std::vector<Url> parse_cluster_url(std::string_view text) {
-  if (!is_cluster_url(text)) bad(text, "the scheme must be redis+cluster://");
-  std::string_view rest = text.substr(16);
+  if (!is_cluster_url(text)) bad(text, "the scheme must be redis+cluster:// or rediss+cluster://");
+  const bool tls = text.starts_with("rediss+");
+  const std::string_view seed_scheme = tls ? "rediss://" : "redis://";
+  std::string_view rest = text.substr(tls ? 17 : 16);
   std::string_view query;
   if (const size_t q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q);
@@ -185,7 +186,7 @@ std::vector<Url> parse_cluster_url(std::string_view text) {
     const std::string_view host = rest.substr(0, comma);
     if (host.empty()) bad(text, "an empty seed address");
     try {
-      seeds.push_back(parse_url("redis://" + std::string(userinfo) + std::string(host) + std::string(query)));
+      seeds.push_back(parse_url(std::string(seed_scheme) + std::string(userinfo) + std::string(host) + std::string(query)));
     } catch (const Error& e) {
       bad(text, "seed '" + std::string(host) + "': " + e.what());
     }

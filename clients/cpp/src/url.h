@@ -46,10 +46,11 @@ struct Url {
 /// naming what is wrong (an unknown query parameter too).
 Url parse_url(std::string_view text);
 
-/// Whether `text` is a cluster URL (starts with "redis+cluster://").
+/// Whether `text` is a cluster URL (starts with "redis+cluster://" or "rediss+cluster://").
 bool is_cluster_url(std::string_view text);
 /// Parses `redis+cluster://[[user]:password@]host:port[,host:port...][?password=..&user=..]`:
 /// the seed nodes, each a kTcp Url with the user and password (and the query's read_from).
+/// `rediss+cluster://` gives the same seeds over TLS, with the query's `ssl_*` as rediss://.
 /// Throws Error(kUsage).
 std::vector<Url> parse_cluster_url(std::string_view text);
 

@@ -30,9 +30,10 @@ class Client(_NativeClient):
 
     url: "redis://host:port", "rediss://host:port" (TLS), "unix:///path.sock", or
     "redis+cluster://host:port[,host:port...]" (seeds of a cluster: keys are routed by slot,
-    batches split by node and run in parallel, -MOVED/-ASK followed; `cluster` is then True).
+    batches split by node and run in parallel, -MOVED/-ASK followed; `cluster` is then True),
+    or "rediss+cluster://host:tls-port[,...]" (the same over TLS, to every node).
 
-    ssl_* (a rediss:// URL's TLS; redis-py's names, also accepted in the URL's query; None: the
+    ssl_* (a rediss:// or rediss+cluster:// URL's TLS; redis-py's names, also accepted in the URL's query; None: the
     URL's, else the default): ssl_ca_certs (PEM file of trusted CAs; default the system's),
     ssl_certfile/ssl_keyfile (a client certificate, for tls-auth-clients), ssl_cert_reqs
     ("required", the default, or "none": no verification), ssl_check_hostname (default False,

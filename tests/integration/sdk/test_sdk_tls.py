@@ -288,7 +288,7 @@ def test_server_gone_no_sigpipe(certs):
 def test_url_errors(server, certs):
     for bad in ("rediss://127.0.0.1:1?ssl_bogus=1", "redis://127.0.0.1:1?ssl_ca_certs=x",
                 "rediss://127.0.0.1:1?ssl_cert_reqs=maybe",
-                "rediss+cluster://127.0.0.1:1"):
+                "rediss+cluster://127.0.0.1:1?ssl_bogus=1"):
         with pytest.raises(stratakv.Error) as e:
             stratakv.Client(bad)
         assert e.value.kind == "usage", (bad, str(e.value))

@@ -186,7 +186,9 @@ class Client {
   /// `ssl_certfile=`, `ssl_keyfile=`, `ssl_cert_reqs=required|none`, `ssl_check_hostname=`;
   /// payloads over RESP), `unix://[[user]:password@]/path/to.sock` (also `?password=`), or
   /// `redis+cluster://[[user]:password@]host:port[,host:port...]` (seeds of a cluster: the map
-  /// is read from the first that answers, then every primary is connected).
+  /// is read from the first that answers, then every primary is connected), or
+  /// `rediss+cluster://...` (a cluster over TLS: seeds and nodes at their tls-ports, the query
+  /// and Options' ssl_* as rediss://).
   /// Throws Error: kUsage for a bad URL, kConnection when the server (every seed) cannot be
   /// reached or its TLS handshake fails (OpenSSL's reason in what()), kServer when AUTH fails or `TransportKind::kShm` is asked and the server refuses it.
   explicit Client(std::string_view url, Options options = {});
