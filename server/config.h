@@ -99,6 +99,7 @@ enum class Key {
   kRdmaTimeout,
   kTransferThreads,
   kTransferOffloadThreshold,
+  kTransferMaxRoomWait,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
   kLatencyMonitorThreshold,

@@ -630,6 +630,12 @@ asio::awaitable<void> Connection::run() {
         // that may wait for loads, room and the disk.
         if (server_.ssd() == nullptr) {
           process(req, batch_ms);
+          // A write that found the memory held by copies in flight: runs again once they
+          // gave it back, or gets -OOM after transfer.max_room_wait.
+          while (room_wait_) [[unlikely]] {
+            co_await wait_for_copies();
+            process(req, tiering::now_ms());
+          }
           // EVAL: its script runs on a script thread while this coroutine waits.
           if (script_call_) [[unlikely]]
             record_call(req, prepared_, co_await finish_script(), batch_ms);
@@ -639,6 +645,7 @@ asio::awaitable<void> Connection::run() {
         } else {
           co_await process_tiered(req, batch_ms, std::string_view(rbuf_.get() + pos, have - pos));
         }
+        room_wait_until_.reset();
         in_flight.end();  // the write is done: a handover need not wait for its reply to go out
         if (wait_) co_await finish_wait();
         if (io_job_) [[unlikely]] co_await finish_io_job();

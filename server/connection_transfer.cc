@@ -3,19 +3,53 @@
 // coroutine flushes the replies made so far, hands the copy to the pool and waits (its I/O thread
 // serves other connections meanwhile; this connection's pipelined requests wait, in order), then,
 // back on its own thread, publishes and replies (Transfer::finish), as finish_script resumes
-// after a script.
+// after a script. And a write's wait for the memory such copies hold (wait_for_copies).
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <memory>
 
+#include "server/config.h"
 #include "server/connection.h"
 #include "server/keyspace_events.h"
+#include "server/log.h"
 #include "server/server.h"
 #include "server/transfer_pool.h"
 
 namespace server {
+
+bool Connection::may_wait_for_copies() {
+  TransferPool* pool = server_.transfers();
+  if (pool == nullptr || pool->held() <= 0) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!room_wait_until_) {
+    const int64_t max_ms = server_.config().num(Key::kTransferMaxRoomWait);
+    if (max_ms <= 0) return false;
+    room_wait_until_ = now + std::chrono::milliseconds(max_ms);
+    pool->count_room_wait();
+  }
+  if (now < *room_wait_until_) return true;
+  // At most one line per 10 s, as the allocator's own "found no room" warning.
+  static std::atomic<int64_t> last_ms{0};
+  const int64_t ms = tiering::now_ms();
+  if (int64_t last = last_ms.load(std::memory_order_relaxed);
+      ms - last >= 10'000 && last_ms.compare_exchange_strong(last, ms))
+    log::warning("A write waited transfer.max_room_wait (" +
+                 std::to_string(server_.config().num(Key::kTransferMaxRoomWait)) +
+                 " ms) for copies in flight to give memory back, and got -OOM: " +
+                 std::to_string(pool->held()) + " copies hold memory still");
+  return false;
+}
+
+asio::awaitable<void> Connection::wait_for_copies() {
+  room_wait_ = false;
+  // A copy of 32 MiB takes a few ms: look again every millisecond (the request then runs
+  // again from its start, evicting what the finished copies published).
+  asio::steady_timer timer(worker_.io, std::chrono::milliseconds(1));
+  co_await timer.async_wait(asio::use_awaitable);
+}
 
 asio::awaitable<Connection::Outcome> Connection::finish_transfer(const resp::Request& req,
                                                                  const PreparedCommand& cmd) {

@@ -298,6 +298,7 @@ void section_fastpath(Server& srv, int64_t now_ms, std::string* s) {
   field(s, "transfers_offloaded", pool != nullptr ? pool->offloaded() : 0);
   field(s, "transfer_offloaded_bytes", pool != nullptr ? pool->offloaded_bytes() : 0);
   field(s, "transfers_in_flight", pool != nullptr ? pool->in_flight() : 0);
+  field(s, "transfer_room_waits", pool != nullptr ? pool->room_waits() : 0);
 }
 
 // The tiers (docs/ssd-tier.md): where keys and bytes live, what moved between the tiers.

@@ -11,6 +11,7 @@
 #include "server/errors.h"
 #include "server/replication.h"
 #include "server/server.h"
+#include "server/transfer_pool.h"
 #include "tiering/need_room.h"
 
 namespace server {
@@ -384,6 +385,12 @@ void Connection::count_error_reply(void* self, std::string_view text) {
     } catch (const std::bad_alloc&) {
       writer_.error(err::kOom);
       break;
+    } catch (const RoomHeldByCopies&) {
+      // A fast-path put found no room while copies hold memory: it gave its blocks back and
+      // replied nothing; its caller waits for the copies and calls again (wait_for_copies).
+      writer_.rewind(mark);
+      room_wait_ = true;
+      break;
     }
   }
   // The call's duration runs from the end of the previous command (or the batch's start): one
@@ -515,14 +522,21 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   // 4. Nothing to load without the SSD tier (with it, process_tiered runs instead).
   // 5. Room and -OOM.
   if (cmd.writes && !room_for_write(now_ms)) {
+    // Copies in flight hold the memory: the connection's loop waits for them and runs the
+    // request again (wait_for_copies).
+    if (may_wait_for_copies()) [[unlikely]] {
+      room_wait_ = true;
+      return;
+    }
     writer_.error(err::kOom);
     return record(req, cmd, Outcome::kRejected, now_ms);
   }
   // 6. The handler. 7. Write events: the keyspace tells its observers. 8. Stats, slowlog.
   const Outcome outcome = call(req, cmd, now_ms);
   // EVAL handed its script over, or a fast-path command its copy: the connection's loop runs
-  // it (finish_script, finish_transfer) and records.
-  if (script_call_ || transfer_) [[unlikely]] return;
+  // it (finish_script, finish_transfer) and records. A put that waits for copies' memory: the
+  // loop runs it again.
+  if (script_call_ || transfer_ || room_wait_) [[unlikely]] return;
   record(req, cmd, outcome, now_ms);
 }
 
@@ -576,8 +590,21 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
         room = room && server_.demotes();
         claim.emplace(server_, cmd.write_bytes);
       }
-      if (cmd.writes && !room && !room_for_write(now_ms)) writer_.error(err::kOom);
-      else outcome = call(req, cmd, now_ms);  // 6. The handler.
+      bool refused = cmd.writes && !room && !room_for_write(now_ms);
+      // Copies in flight hold the memory: wait for them (wait_for_copies), then look again.
+      while (refused && may_wait_for_copies()) {
+        co_await wait_for_copies();
+        refused = !room_for_write(tiering::now_ms());
+      }
+      if (refused) {
+        writer_.error(err::kOom);
+      } else {
+        outcome = call(req, cmd, now_ms);  // 6. The handler.
+        while (room_wait_) {  // a fast-path put that waits for copies' memory runs again
+          co_await wait_for_copies();
+          outcome = call(req, cmd, tiering::now_ms());
+        }
+      }
       // EVAL's script runs on a script thread, the values of its keys pinned meanwhile.
       if (script_call_) outcome = co_await finish_script();
       // A large fast-path copy runs on the transfer pool; the values it reads stay pinned.

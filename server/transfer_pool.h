@@ -22,6 +22,13 @@ namespace server {
 
 struct CommandContext;
 
+/// A write found no room in memory while plans on the transfer pool hold region blocks
+/// (TransferPool::held): thrown by a fast-path put's allocation (KvPlan::add_put) before the
+/// handler changed or replied anything, when Connection::may_wait_for_copies() says the
+/// request may wait. The pipeline waits for the copies and runs the request again. Not a
+/// std::bad_alloc: nothing turns it into -OOM on the way.
+struct RoomHeldByCopies {};
+
 /// The copies of one fast-path command, planned by its handler.
 class Transfer {
  public:
@@ -41,6 +48,34 @@ class Transfer {
 /// A fixed set of threads running Transfer::copy(). Thread-safe.
 class TransferPool {
  public:
+  /// A plan handed to the pool holds region blocks (its puts' new values, its gets' pinned
+  /// ones) from its hand-over until it is destroyed, its connection's finish included: one
+  /// Hold for that time. What held() counts: a write that found no room while copies hold
+  /// memory waits for them (transfer.max_room_wait) rather than answer -OOM, since their blocks
+  /// come back or become evictable once they finish. Move-only; outlives the pool safely.
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& o) noexcept : count_(std::move(o.count_)) {}
+    Hold& operator=(Hold&& o) noexcept {
+      release();
+      count_ = std::move(o.count_);
+      return *this;
+    }
+    ~Hold() { release(); }
+
+   private:
+    friend class TransferPool;
+    explicit Hold(std::shared_ptr<std::atomic<int64_t>> c) : count_(std::move(c)) {
+      count_->fetch_add(1, std::memory_order_relaxed);
+    }
+    void release() {
+      if (count_) count_->fetch_sub(1, std::memory_order_relaxed);
+      count_.reset();
+    }
+    std::shared_ptr<std::atomic<int64_t>> count_;
+  };
+
   /// Starts `threads` threads (>= 1).
   explicit TransferPool(size_t threads);
   ~TransferPool();
@@ -59,12 +94,22 @@ class TransferPool {
   uint64_t offloaded_bytes() const { return offloaded_bytes_.load(std::memory_order_relaxed); }
   /// Copies running or queued now (INFO transfers_in_flight).
   uint64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  /// A Hold for a plan handed over now.
+  Hold hold() { return Hold(held_); }
+  /// Plans handed over and not yet destroyed (their Holds).
+  int64_t held() const { return held_->load(std::memory_order_relaxed); }
+  /// A write waited for copies to give room back (Connection::wait_for_copies; INFO
+  /// transfer_room_waits): counted once per waiting request.
+  void count_room_wait() { room_waits_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t room_waits() const { return room_waits_.load(std::memory_order_relaxed); }
   size_t threads() const { return threads_; }
 
  private:
   const size_t threads_;
   asio::thread_pool pool_;
-  std::atomic<uint64_t> offloaded_{0}, offloaded_bytes_{0}, in_flight_{0};
+  std::atomic<uint64_t> offloaded_{0}, offloaded_bytes_{0}, in_flight_{0}, room_waits_{0};
+  // Shared with the Holds: a plan destroyed after the pool (at shutdown) still counts down.
+  std::shared_ptr<std::atomic<int64_t>> held_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<bool> stopped_{false};
 };
 

@@ -316,9 +316,7 @@ void cluster_failover(CommandContext& ctx) {
   bool force = false;
   if (ctx.args.size() > 3) return ctx.out.error(err::kSyntax);
   if (ctx.args.size() == 3) {
-    std::string opt(ctx.args[2]);
-    for (char& c : opt) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (opt != "force" && opt != "takeover") return ctx.out.error(err::kSyntax);
+    if (!iequals(ctx.args[2], "force") && !iequals(ctx.args[2], "takeover")) return ctx.out.error(err::kSyntax);
     force = true;
   }
   const std::string error = ctx.server.cluster().request_manual_failover(force);

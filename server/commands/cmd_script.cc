@@ -5,7 +5,6 @@
 // runs on a script thread (server/script_runner.h) while the connection waits
 // (Connection::defer_script, then the pipeline's finish_script). Inside MULTI/EXEC it runs
 // here, under the transaction's locks.
-#include <cctype>
 
 #include "server/arg_parser.h"
 #include "server/commands/family.h"
@@ -29,12 +28,6 @@ bool eval_keys(std::span<const std::string_view> args, std::vector<size_t>& out)
   return true;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // EVAL and friends (evalGenericCommand). `by_sha`: EVALSHA; `read_only`: the _RO forms.
 void eval_generic(CommandContext& ctx, bool by_sha, bool read_only) {
   // MONITOR shows the call before the commands its script runs, whatever becomes of it (eval.c
@@ -48,7 +41,7 @@ void eval_generic(CommandContext& ctx, bool by_sha, bool read_only) {
   ScriptRunner& scripts = ctx.server.scripts();
   ScriptCall call;
   if (by_sha) {
-    call.sha = lower(ctx.args[1]);
+    call.sha = to_lower(ctx.args[1]);
     call.body = call.sha.size() == 40 ? scripts.cache().find(call.sha) : nullptr;
     if (call.body == nullptr) return ctx.out.error(err::kNoScript);
   } else {

@@ -90,6 +90,10 @@ void KvPlan::add_put(CommandContext& ctx, std::string_view key, uint64_t total,
   try {
     s.value = new_value(ctx, total);
   } catch (const std::bad_alloc&) {
+    // Copies in flight hold blocks that come back (or become evictable) once they finish:
+    // the request waits for them and runs again, rather than fail a store under an evicting
+    // policy. This plan's blocks go back as it unwinds; nothing was replied yet.
+    if (ctx.may_suspend && ctx.conn.may_wait_for_copies()) throw RoomHeldByCopies{};
     s.error = err::kOom;
     return;
   }
@@ -127,6 +131,7 @@ void KvPlan::run(CommandContext& ctx, std::unique_ptr<KvPlan> plan) {
   const int64_t threshold = ctx.server.config().num(Key::kTransferOffloadThreshold);
   if (ctx.may_suspend && threshold > 0 && plan->bytes_ >= static_cast<uint64_t>(threshold) &&
       ctx.server.transfers() != nullptr) {
+    plan->hold_ = ctx.server.transfers()->hold();
     ctx.conn.defer_transfer(std::move(plan));
     return;
   }

@@ -72,7 +72,9 @@ class KvPlan final : public Transfer {
   /// Plans a put of `total` bytes at `key` from `sgl`: a kPut step, or kError for a bad
   /// descriptor, a length that does not match the list's, a value over proto-max-bulk-len or
   /// over what memory can ever hold, or no room (-OOM). Throws tiering::NeedRoom as
-  /// new_value() does (the pipeline makes room and runs the handler again).
+  /// new_value() does (the pipeline makes room and runs the handler again), and
+  /// RoomHeldByCopies instead of -OOM when copies on the transfer pool hold memory and the
+  /// request may wait for them (Connection::may_wait_for_copies).
   void add_put(CommandContext& ctx, std::string_view key, uint64_t total,
                std::span<const rdma::Descriptor> sgl);
   /// Plans a get of `key` into `sgl`: kGet (the value pinned), kNull for a missing key, or
@@ -95,6 +97,7 @@ class KvPlan final : public Transfer {
   const PutOptions options_;
   std::vector<KeyStep> steps_;
   uint64_t bytes_ = 0;
+  TransferPool::Hold hold_;  // once handed to the pool (run): until this plan is destroyed
 };
 
 }  // namespace server

@@ -296,3 +296,73 @@ def test_connection_killed_mid_offload_drops_the_result(start_server, sock_path)
     assert r.exists(*["dropped:%d" % i for i in range(n)]) == 0
     assert other.call("PING") == Simple("PONG")
     other.close()
+
+
+def store_rounds(sock_path, n_clients, rounds, per_batch, size, stop_at_oom=False):
+    """n_clients threads, each on its own connection and segment, store `rounds` KV.MPUTs of
+    `per_batch` values of `size` bytes (keys t<client>:<round>:<i>). Returns the replies that
+    were not +OK, and the values last stored per key."""
+    import threading
+    bad, stored, lock = [], {}, threading.Lock()
+    seen_oom = threading.Event()
+
+    def client(t):
+        c = FastConn(sock_path)
+        seg = Segment(per_batch * size)
+        c.register(seg)
+        # The segment is written once: each round stores the same bytes under new keys, so
+        # the clients keep the server busy.
+        blobs = [data(size, t * 100 + i) for i in range(per_batch)]
+        for i, v in enumerate(blobs):
+            seg.write(i * size, v)
+        for rnd in range(rounds):
+            if stop_at_oom and seen_oom.is_set():
+                break
+            args, values = [per_batch], []
+            for i, v in enumerate(blobs):
+                args += ["t%d:%d:%d" % (t, rnd, i), size, 1, seg.id, i * size, size]
+                values.append(("t%d:%d:%d" % (t, rnd, i), v))
+            got = c.call("KV.MPUT", *args)
+            replies = got if isinstance(got, list) else [got]
+            with lock:
+                for (k, v), rep in zip(values, replies):
+                    if rep == OK:
+                        stored[k] = v
+                bad.extend(rep for rep in replies if rep != OK)
+            if any(rep != OK for rep in replies):
+                seen_oom.set()
+        c.close()
+        seg.close()
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(n_clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return bad, stored
+
+
+def test_stores_wait_for_the_memory_copies_hold(start_server, sock_path):
+    """Four clients each store batches of 4 x 6 MiB into 64 MiB under allkeys-lru: copies in
+    flight (96 MiB asked at once) hold more than memory, and nothing else is evictable. A
+    store that finds no room waits for them (transfer.max_room_wait) and is never refused;
+    with the wait off (0) the same load gets -OOM, as every store did before the wait."""
+    srv = start_server(unixsocket=sock_path, memory__capacity="64mb", maxmemory="64mb",
+                       maxmemory_policy="allkeys-lru", transfer__offload_threshold="1mb")
+    r = srv.client()
+    bad, stored = store_rounds(sock_path, n_clients=4, rounds=12, per_batch=4, size=6 * MiB)
+    assert bad == [], bad[:3]
+    assert r.info("fastpath")["transfer_room_waits"] > 0
+    # What is left is byte-exact (the background eviction pass may still take some).
+    found = 0
+    for k, v in stored.items():
+        got = r.get(k)
+        if got is not None:
+            assert got == v, k
+            found += 1
+    assert found >= 1
+    assert r.info("stats")["evicted_keys"] > 0
+    # The control: without the wait, -OOM (the stage-5 refusal or a per-entry one).
+    assert r.config_set("transfer.max_room_wait", 0)
+    bad, _ = store_rounds(sock_path, n_clients=4, rounds=40, per_batch=4, size=6 * MiB, stop_at_oom=True)
+    assert bad and all(b == Err("OOM command not allowed when used memory > 'maxmemory'.") for b in bad), bad[:3]
