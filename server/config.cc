@@ -171,9 +171,10 @@ const std::vector<Spec>& specs() {
       // bytes of a command's copies from which they go there (0: never).
       {Key::kTransferThreads, "transfer.threads", Type::kInt, "2", false, 0, 64},
       {Key::kTransferOffloadThreshold, "transfer.offload_threshold", Type::kSize, "2mb", true},
-      // How long a write that found no room waits (ms) while copies on the transfer pool hold
-      // memory, before it gets -OOM (0: -OOM at once).
-      {Key::kTransferMaxRoomWait, "transfer.max_room_wait", Type::kInt, "5000", true, 0, 3'600'000},
+      // How long a write that found no room waits (ms) while memory that comes back soon is
+      // held (copies on the transfer pool, values queued for the disk), before it gets -OOM
+      // (0: -OOM at once).
+      {Key::kMaxRoomWait, "memory.max_room_wait", Type::kInt, "5000", true, 0, 3'600'000},
       {Key::kSlowlogLogSlowerThan, "slowlog-log-slower-than", Type::kInt, "10000", true,
        INT64_MIN},
       {Key::kSlowlogMaxLen, "slowlog-max-len", Type::kInt, "128", true, 0, LONG_MAX},

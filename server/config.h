@@ -99,7 +99,7 @@ enum class Key {
   kRdmaTimeout,
   kTransferThreads,
   kTransferOffloadThreshold,
-  kTransferMaxRoomWait,
+  kMaxRoomWait,
   kSlowlogLogSlowerThan,
   kSlowlogMaxLen,
   kLatencyMonitorThreshold,

@@ -630,10 +630,10 @@ asio::awaitable<void> Connection::run() {
         // that may wait for loads, room and the disk.
         if (server_.ssd() == nullptr) {
           process(req, batch_ms);
-          // A write that found the memory held by copies in flight: runs again once they
-          // gave it back, or gets -OOM after transfer.max_room_wait.
+          // A write that found the memory held by copies in flight or values queued for the
+          // disk: runs again once it came back, or gets -OOM after memory.max_room_wait.
           while (room_wait_) [[unlikely]] {
-            co_await wait_for_copies();
+            co_await wait_for_room();
             process(req, tiering::now_ms());
           }
           // EVAL: its script runs on a script thread while this coroutine waits.

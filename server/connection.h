@@ -148,12 +148,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// `t->finish()` publishes and replies here (connection_transfer.cc). Only from a handler
   /// called with CommandContext::may_suspend.
   void defer_transfer(std::unique_ptr<Transfer> t) { transfer_ = std::move(t); }
-  /// Whether the write being run, finding no room, may wait for copies on the transfer pool
-  /// to give memory back rather than answer -OOM: plans there hold region blocks
-  /// (TransferPool::held) and transfer.max_room_wait has not passed since the request first
-  /// asked (that first ask starts its clock and counts INFO transfer_room_waits). Only for
-  /// the pipeline's own calls (CommandContext::may_suspend): not inside EXEC or a script.
-  bool may_wait_for_copies();
+  /// Whether the write being run, finding no room, may wait for memory that comes back soon
+  /// rather than answer -OOM: region blocks held by plans on the transfer pool
+  /// (TransferPool::held) or by values queued for the disk, and memory.max_room_wait has not
+  /// passed since the request first asked (that first ask starts its clock and counts INFO
+  /// write_room_waits). Only for the pipeline's own calls (CommandContext::may_suspend): not
+  /// inside EXEC or a script.
+  bool may_wait_for_room();
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// READONLY (cluster mode): reads of the slots this node holds as a replica are served
@@ -253,10 +254,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the call's outcome for stage 8. A client closed meanwhile: the result is dropped.
   asio::awaitable<Outcome> finish_transfer(const resp::Request& req, const PreparedCommand& cmd);
   std::unique_ptr<Transfer> transfer_;
-  // A write found no room while copies hold memory (may_wait_for_copies): room_wait_ asks the
-  // pipeline's caller to wait_for_copies() and run the request again; room_wait_until_ is the
-  // request's deadline (reset once it completed).
-  asio::awaitable<void> wait_for_copies();
+  // A write found no room while memory that comes back soon is held (may_wait_for_room):
+  // room_wait_ asks the pipeline's caller to wait_for_room() and run the request again;
+  // room_wait_until_ is the request's deadline (reset once it completed).
+  asio::awaitable<void> wait_for_room();
   bool room_wait_ = false;
   std::optional<std::chrono::steady_clock::time_point> room_wait_until_;
   std::vector<size_t> busy_shards_, busy_keys_;

@@ -3,7 +3,8 @@
 // coroutine flushes the replies made so far, hands the copy to the pool and waits (its I/O thread
 // serves other connections meanwhile; this connection's pipelined requests wait, in order), then,
 // back on its own thread, publishes and replies (Transfer::finish), as finish_script resumes
-// after a script. And a write's wait for the memory such copies hold (wait_for_copies).
+// after a script. And a write's wait for memory that such copies, or values queued for the
+// disk, hold (wait_for_room).
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -20,15 +21,17 @@
 
 namespace server {
 
-bool Connection::may_wait_for_copies() {
+bool Connection::may_wait_for_room() {
   TransferPool* pool = server_.transfers();
-  if (pool == nullptr || pool->held() <= 0) return false;
+  const int64_t copies = pool != nullptr ? pool->held() : 0;
+  const uint64_t queued = server_.ssd() != nullptr ? server_.ssd()->pending_bytes() : 0;
+  if (copies <= 0 && queued == 0) return false;
   const auto now = std::chrono::steady_clock::now();
   if (!room_wait_until_) {
-    const int64_t max_ms = server_.config().num(Key::kTransferMaxRoomWait);
+    const int64_t max_ms = server_.config().num(Key::kMaxRoomWait);
     if (max_ms <= 0) return false;
     room_wait_until_ = now + std::chrono::milliseconds(max_ms);
-    pool->count_room_wait();
+    server_.stats().write_room_waits.fetch_add(1, std::memory_order_relaxed);
   }
   if (now < *room_wait_until_) return true;
   // At most one line per 10 s, as the allocator's own "found no room" warning.
@@ -36,17 +39,18 @@ bool Connection::may_wait_for_copies() {
   const int64_t ms = tiering::now_ms();
   if (int64_t last = last_ms.load(std::memory_order_relaxed);
       ms - last >= 10'000 && last_ms.compare_exchange_strong(last, ms))
-    log::warning("A write waited transfer.max_room_wait (" +
-                 std::to_string(server_.config().num(Key::kTransferMaxRoomWait)) +
-                 " ms) for copies in flight to give memory back, and got -OOM: " +
-                 std::to_string(pool->held()) + " copies hold memory still");
+    log::warning("A write waited memory.max_room_wait (" +
+                 std::to_string(server_.config().num(Key::kMaxRoomWait)) +
+                 " ms) for memory held by copies in flight (" + std::to_string(copies) +
+                 " now) and values queued for the disk (" + std::to_string(queued) +
+                 " bytes now), and got -OOM");
   return false;
 }
 
-asio::awaitable<void> Connection::wait_for_copies() {
+asio::awaitable<void> Connection::wait_for_room() {
   room_wait_ = false;
-  // A copy of 32 MiB takes a few ms: look again every millisecond (the request then runs
-  // again from its start, evicting what the finished copies published).
+  // A copy of 32 MiB takes a few ms, a value's write to the disk tens: look again every
+  // millisecond (the request then runs again from its start, evicting what came back).
   asio::steady_timer timer(worker_.io, std::chrono::milliseconds(1));
   co_await timer.async_wait(asio::use_awaitable);
 }

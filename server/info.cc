@@ -187,6 +187,7 @@ void section_memory(Server& srv, int64_t, std::string* s) {
   field(s, "region_largest_free", region.largest_free);
   field(s, "region_hugepages", kBacking[static_cast<int>(tiering::MemoryTier::region().hugepages())]);
   field(s, "region_alloc_failures", stats.value_alloc_failures.load(std::memory_order_relaxed));
+  field(s, "write_room_waits", stats.write_room_waits.load(std::memory_order_relaxed));
   field(s, "query_buffers_reserved", stats.reserved_bulk_bytes.load(std::memory_order_relaxed) +
                                         stats.query_heap_bytes.load(std::memory_order_relaxed));
 }
@@ -298,7 +299,6 @@ void section_fastpath(Server& srv, int64_t now_ms, std::string* s) {
   field(s, "transfers_offloaded", pool != nullptr ? pool->offloaded() : 0);
   field(s, "transfer_offloaded_bytes", pool != nullptr ? pool->offloaded_bytes() : 0);
   field(s, "transfers_in_flight", pool != nullptr ? pool->in_flight() : 0);
-  field(s, "transfer_room_waits", pool != nullptr ? pool->room_waits() : 0);
 }
 
 // The tiers (docs/ssd-tier.md): where keys and bytes live, what moved between the tiers.

@@ -385,9 +385,9 @@ void Connection::count_error_reply(void* self, std::string_view text) {
     } catch (const std::bad_alloc&) {
       writer_.error(err::kOom);
       break;
-    } catch (const RoomHeldByCopies&) {
-      // A fast-path put found no room while copies hold memory: it gave its blocks back and
-      // replied nothing; its caller waits for the copies and calls again (wait_for_copies).
+    } catch (const WaitForRoom&) {
+      // A fast-path put found no room while memory that comes back soon is held: it gave its
+      // blocks back and replied nothing; its caller waits and calls again (wait_for_room).
       writer_.rewind(mark);
       room_wait_ = true;
       break;
@@ -524,7 +524,7 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   if (cmd.writes && !room_for_write(now_ms)) {
     // Copies in flight hold the memory: the connection's loop waits for them and runs the
     // request again (wait_for_copies).
-    if (may_wait_for_copies()) [[unlikely]] {
+    if (may_wait_for_room()) [[unlikely]] {
       room_wait_ = true;
       return;
     }
@@ -534,8 +534,8 @@ void Connection::process(const resp::Request& req, int64_t now_ms) {
   // 6. The handler. 7. Write events: the keyspace tells its observers. 8. Stats, slowlog.
   const Outcome outcome = call(req, cmd, now_ms);
   // EVAL handed its script over, or a fast-path command its copy: the connection's loop runs
-  // it (finish_script, finish_transfer) and records. A put that waits for copies' memory: the
-  // loop runs it again.
+  // it (finish_script, finish_transfer) and records. A write that waits for room: the loop
+  // runs it again.
   if (script_call_ || transfer_ || room_wait_) [[unlikely]] return;
   record(req, cmd, outcome, now_ms);
 }
@@ -592,16 +592,16 @@ asio::awaitable<void> Connection::process_tiered(const resp::Request& req, int64
       }
       bool refused = cmd.writes && !room && !room_for_write(now_ms);
       // Copies in flight hold the memory: wait for them (wait_for_copies), then look again.
-      while (refused && may_wait_for_copies()) {
-        co_await wait_for_copies();
+      while (refused && may_wait_for_room()) {
+        co_await wait_for_room();
         refused = !room_for_write(tiering::now_ms());
       }
       if (refused) {
         writer_.error(err::kOom);
       } else {
         outcome = call(req, cmd, now_ms);  // 6. The handler.
-        while (room_wait_) {  // a fast-path put that waits for copies' memory runs again
-          co_await wait_for_copies();
+        while (room_wait_) {  // a fast-path put that waits for room runs again
+          co_await wait_for_room();
           outcome = call(req, cmd, tiering::now_ms());
         }
       }

@@ -225,10 +225,10 @@ tiering::ValueRef Server::allocate_value(size_t size, size_t capacity, bool may_
     v = tiering::ValueRef::allocate(size, capacity);
   }
   // (Under noeviction a full region is the policy's answer, not news for the log. While copies
-  // on the transfer pool hold memory the write waits for them: Connection::may_wait_for_copies
-  // logs if that wait runs out.)
+  // on the transfer pool or values queued for the disk hold memory, the write waits for them:
+  // Connection::may_wait_for_room logs if that wait runs out.)
   if (!v && may_evict && evictor_.policy() != tiering::EvictionPolicy::kNoEviction &&
-      (transfers_ == nullptr || transfers_->held() <= 0))
+      (transfers_ == nullptr || transfers_->held() <= 0) && (ssd_ == nullptr || ssd_->pending_bytes() == 0))
     log_no_room(std::max(size, capacity), ssd_ ? ssd_->pending_bytes() : 0);
   return v;
 }

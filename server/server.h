@@ -92,6 +92,7 @@ struct ServerStats {
   std::atomic<uint64_t> used_memory_base{0};
   std::atomic<uint64_t> used_memory_startup{0};   ///< used_memory when run() began
   std::atomic<uint64_t> value_alloc_failures{0};  ///< values the region could not fit
+  std::atomic<uint64_t> write_room_waits{0};  ///< writes that waited for room (may_wait_for_room)
   std::atomic<uint64_t> reserved_bulk_bytes{0};   ///< large bulks allocated, not yet complete
   std::atomic<uint64_t> query_heap_bytes{0};      ///< requests' copied arguments and lines
   std::atomic<uint64_t> ops_per_sec{0};           ///< instantaneous_ops_per_sec

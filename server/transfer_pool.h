@@ -22,12 +22,12 @@ namespace server {
 
 struct CommandContext;
 
-/// A write found no room in memory while plans on the transfer pool hold region blocks
-/// (TransferPool::held): thrown by a fast-path put's allocation (KvPlan::add_put) before the
-/// handler changed or replied anything, when Connection::may_wait_for_copies() says the
-/// request may wait. The pipeline waits for the copies and runs the request again. Not a
-/// std::bad_alloc: nothing turns it into -OOM on the way.
-struct RoomHeldByCopies {};
+/// A write found no room in memory while memory that comes back soon is held: plans on the
+/// transfer pool (TransferPool::held) or values queued for the disk. Thrown by a fast-path
+/// put's allocation (KvPlan::add_put) before the handler changed or replied anything, when
+/// Connection::may_wait_for_room() says the request may wait; the pipeline waits and runs the
+/// request again. Not a std::bad_alloc: nothing turns it into -OOM on the way.
+struct WaitForRoom {};
 
 /// The copies of one fast-path command, planned by its handler.
 class Transfer {
@@ -51,7 +51,7 @@ class TransferPool {
   /// A plan handed to the pool holds region blocks (its puts' new values, its gets' pinned
   /// ones) from its hand-over until it is destroyed, its connection's finish included: one
   /// Hold for that time. What held() counts: a write that found no room while copies hold
-  /// memory waits for them (transfer.max_room_wait) rather than answer -OOM, since their blocks
+  /// memory waits for them (memory.max_room_wait) rather than answer -OOM, since their blocks
   /// come back or become evictable once they finish. Move-only; outlives the pool safely.
   class Hold {
    public:
@@ -98,16 +98,13 @@ class TransferPool {
   Hold hold() { return Hold(held_); }
   /// Plans handed over and not yet destroyed (their Holds).
   int64_t held() const { return held_->load(std::memory_order_relaxed); }
-  /// A write waited for copies to give room back (Connection::wait_for_copies; INFO
-  /// transfer_room_waits): counted once per waiting request.
-  void count_room_wait() { room_waits_.fetch_add(1, std::memory_order_relaxed); }
-  uint64_t room_waits() const { return room_waits_.load(std::memory_order_relaxed); }
+
   size_t threads() const { return threads_; }
 
  private:
   const size_t threads_;
   asio::thread_pool pool_;
-  std::atomic<uint64_t> offloaded_{0}, offloaded_bytes_{0}, in_flight_{0}, room_waits_{0};
+  std::atomic<uint64_t> offloaded_{0}, offloaded_bytes_{0}, in_flight_{0};
   // Shared with the Holds: a plan destroyed after the pool (at shutdown) still counts down.
   std::shared_ptr<std::atomic<int64_t>> held_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<bool> stopped_{false};

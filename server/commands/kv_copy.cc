@@ -90,10 +90,10 @@ void KvPlan::add_put(CommandContext& ctx, std::string_view key, uint64_t total,
   try {
     s.value = new_value(ctx, total);
   } catch (const std::bad_alloc&) {
-    // Copies in flight hold blocks that come back (or become evictable) once they finish:
-    // the request waits for them and runs again, rather than fail a store under an evicting
-    // policy. This plan's blocks go back as it unwinds; nothing was replied yet.
-    if (ctx.may_suspend && ctx.conn.may_wait_for_copies()) throw RoomHeldByCopies{};
+    // Copies in flight and values queued for the disk hold blocks that come back (or become
+    // evictable) soon: the request waits and runs again, rather than fail a store under an
+    // evicting policy. This plan's blocks go back as it unwinds; nothing was replied yet.
+    if (ctx.may_suspend && ctx.conn.may_wait_for_room()) throw WaitForRoom{};
     s.error = err::kOom;
     return;
   }

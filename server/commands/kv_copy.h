@@ -72,9 +72,9 @@ class KvPlan final : public Transfer {
   /// Plans a put of `total` bytes at `key` from `sgl`: a kPut step, or kError for a bad
   /// descriptor, a length that does not match the list's, a value over proto-max-bulk-len or
   /// over what memory can ever hold, or no room (-OOM). Throws tiering::NeedRoom as
-  /// new_value() does (the pipeline makes room and runs the handler again), and
-  /// RoomHeldByCopies instead of -OOM when copies on the transfer pool hold memory and the
-  /// request may wait for them (Connection::may_wait_for_copies).
+  /// new_value() does (the pipeline makes room and runs the handler again), and WaitForRoom
+  /// instead of -OOM when memory that comes back soon is held (copies in flight, values queued
+  /// for the disk) and the request may wait for it (Connection::may_wait_for_room).
   void add_put(CommandContext& ctx, std::string_view key, uint64_t total,
                std::span<const rdma::Descriptor> sgl);
   /// Plans a get of `key` into `sgl`: kGet (the value pinned), kNull for a missing key, or

@@ -345,14 +345,14 @@ def store_rounds(sock_path, n_clients, rounds, per_batch, size, stop_at_oom=Fals
 def test_stores_wait_for_the_memory_copies_hold(start_server, sock_path):
     """Four clients each store batches of 4 x 6 MiB into 64 MiB under allkeys-lru: copies in
     flight (96 MiB asked at once) hold more than memory, and nothing else is evictable. A
-    store that finds no room waits for them (transfer.max_room_wait) and is never refused;
+    store that finds no room waits for them (memory.max_room_wait) and is never refused;
     with the wait off (0) the same load gets -OOM, as every store did before the wait."""
     srv = start_server(unixsocket=sock_path, memory__capacity="64mb", maxmemory="64mb",
                        maxmemory_policy="allkeys-lru", transfer__offload_threshold="1mb")
     r = srv.client()
     bad, stored = store_rounds(sock_path, n_clients=4, rounds=12, per_batch=4, size=6 * MiB)
     assert bad == [], bad[:3]
-    assert r.info("fastpath")["transfer_room_waits"] > 0
+    assert r.info("memory")["write_room_waits"] > 0
     # What is left is byte-exact (the background eviction pass may still take some).
     found = 0
     for k, v in stored.items():
@@ -363,6 +363,6 @@ def test_stores_wait_for_the_memory_copies_hold(start_server, sock_path):
     assert found >= 1
     assert r.info("stats")["evicted_keys"] > 0
     # The control: without the wait, -OOM (the stage-5 refusal or a per-entry one).
-    assert r.config_set("transfer.max_room_wait", 0)
+    assert r.config_set("memory.max_room_wait", 0)
     bad, _ = store_rounds(sock_path, n_clients=4, rounds=40, per_batch=4, size=6 * MiB, stop_at_oom=True)
     assert bad and all(b == Err("OOM command not allowed when used memory > 'maxmemory'.") for b in bad), bad[:3]
