@@ -16,9 +16,12 @@
 //                              EXEC runs the queue: Connection::exec (exec.cc)
 //   4. loads from the SSD tier Connection::ssd_pin / ssd_load   (connection_ssd.cc)
 //   5. room and -OOM           Connection::room_for_write (pipeline.cc); with the SSD tier,
-//                              first the back-pressure wait, Connection::ssd_throttle
+//                              first the back-pressure wait, Connection::ssd_throttle; no
+//                              room while copies in flight or values queued for the disk hold
+//                              memory: wait for it and run again (wait_for_room)
 //   6. the handler             Connection::call (pipeline.cc): tiering::NeedRoom -> make room
-//                              with no lock held, run it again; std::bad_alloc -> -OOM.
+//                              with no lock held, run it again; WaitForRoom -> as in 5;
+//                              std::bad_alloc -> -OOM.
 //                              EVAL's script runs on a script thread (finish_script), a large
 //                              fast-path copy on the transfer pool (finish_transfer), this
 //                              connection waiting on its coroutine
