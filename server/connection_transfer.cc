@@ -22,6 +22,9 @@
 namespace server {
 
 bool Connection::may_wait_for_room() {
+  // Under noeviction a full memory is the policy's answer (-OOM at once, as Redis): what the
+  // copies publish would stay, not make room.
+  if (server_.evictor().policy() == tiering::EvictionPolicy::kNoEviction) return false;
   TransferPool* pool = server_.transfers();
   const int64_t copies = pool != nullptr ? pool->held() : 0;
   const uint64_t queued = server_.ssd() != nullptr ? server_.ssd()->pending_bytes() : 0;
