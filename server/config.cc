@@ -545,21 +545,30 @@ size_t invalid_utf8_at(std::string_view text) {
   return std::string_view::npos;
 }
 
-// Arrays and inline tables nested deeper than this are refused before parsing: toml11 3.7.1
-// parses them by recursion, and a file of a few thousand '[' overflows the stack (found by
-// tests/fuzz/config_fuzz.cc). No key of ours takes an array or a table value at all.
+// Arrays, inline tables and dotted keys nested deeper than this are refused before parsing:
+// toml11 3.7.1 parses arrays and tables by recursion, and a file of a few thousand '[' overflows
+// the stack; a key of hundreds of dotted parts (each a nested table) took a second to parse
+// (both found by tests/fuzz/config_fuzz.cc). No key of ours takes an array or a table value, and
+// none has more than a few parts.
 constexpr size_t kMaxNesting = 32;
 
 // The offset of the first '[' or '{' (outside strings and comments) that opens a level past
-// kMaxNesting, or npos. Table headers ("[a]", "[[a]]") open and close on their line.
+// kMaxNesting, or of the first '.' of a key past kMaxNesting parts; npos when there is none.
+// A key runs from the start of a line outside an array (a table header's too), or from an
+// inline table's '{' or ',', to its '='.
 size_t too_deep_at(std::string_view text) {
-  size_t depth = 0;
+  char open[kMaxNesting + 1];  // the brackets open now, innermost last
+  size_t depth = 0, dots = 0;
+  bool in_key = true;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '#') {  // a comment, to the end of the line
       const size_t eol = text.find('\n', i);
       if (eol == std::string_view::npos) return std::string_view::npos;
-      i = eol;
+      i = eol - 1;
+    } else if (c == '\n') {
+      in_key = depth == 0 || open[depth - 1] == '{';
+      dots = 0;
     } else if (c == '"' || c == '\'') {
       // A string: basic ("..." with escapes) or literal ('...'), one line or three quotes.
       const bool triple = text.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "\'\'\'");
@@ -575,9 +584,17 @@ size_t too_deep_at(std::string_view text) {
       }
       i = j + close.size() - 1;
     } else if (c == '[' || c == '{') {
-      if (++depth > kMaxNesting) return i;
+      if (depth == kMaxNesting) return i;
+      open[depth++] = c;
+      if (c == '{') in_key = true, dots = 0;
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
+    } else if (c == ',' && depth > 0 && open[depth - 1] == '{') {
+      in_key = true, dots = 0;
+    } else if (c == '=') {
+      in_key = false;
+    } else if (c == '.' && in_key && ++dots >= kMaxNesting) {
+      return i;
     }
   }
   return std::string_view::npos;
@@ -590,7 +607,7 @@ std::optional<std::string> Config::load_text(std::string text, const std::string
     return name + ": not valid UTF-8 at byte " + std::to_string(at) +
            " (a TOML file must be UTF-8)";
   if (const size_t at = too_deep_at(text); at != std::string_view::npos)
-    return name + ": arrays or tables nested more than " + std::to_string(kMaxNesting) +
+    return name + ": arrays, tables or keys nested more than " + std::to_string(kMaxNesting) +
            " deep at byte " + std::to_string(at);
   std::vector<std::pair<std::string, std::string>> pairs;
   try {
