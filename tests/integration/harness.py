@@ -105,10 +105,16 @@ def check_binary(kind=None):
         )
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(highest=65535):
+    """A loopback TCP port free now, at most `highest` (the kernel's ephemeral range runs to
+    60999; a cluster-enabled redis-server refuses ports above 55535, its bus being port+10000)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= highest:
+            return port
+    raise RuntimeError("no free loopback port at or below %d" % highest)
 
 
 def config_name(key):
@@ -170,7 +176,9 @@ class Server:
         for _attempt in range(3):
             # A fixed `port` (a cluster's nodes are named by address in its topology), else a
             # free one, another on each attempt.
-            port = int(self.config["port"]) if "port" in self.config else free_port()
+            port = int(self.config["port"]) if "port" in self.config else free_port(
+                55535 if self.kind == "redis" and self.config.get("cluster-enabled") == "yes"
+                else 65535)
             cmd = self.command_line(port)
             self._log = open(self.log_path, "ab")
             self._log.write(("\n==== start: %s\n" % " ".join(shlex.quote(a) for a in cmd)).encode())
