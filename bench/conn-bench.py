@@ -31,14 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from bench_util import free_port  # noqa: E402
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listen_counters():

@@ -26,15 +26,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from etcd_util import Etcd  # noqa: E402
 from resp_util import RawConn, Simple  # noqa: E402
+from bench_util import free_port  # noqa: E402
 
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build", "release"))
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Node:

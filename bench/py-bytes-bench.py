@@ -17,9 +17,7 @@ usage: bench/py-bytes-bench.py [--size 32m] [--count 8] [--rounds 6] [--server B
 import argparse
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,30 +29,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build", "release"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import stratakv  # noqa: E402
+from bench_util import free_port, size_arg, start_server  # noqa: E402
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def size_arg(text):
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    return int(text[:-1]) * units[text[-1].lower()] if text[-1].lower() in units else int(text)
 
 
-def start(cmd, port):
-    proc = subprocess.Popen(cmd + ["--port", str(port), "--bind", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port, socket_timeout=600)
-    for _ in range(100):
-        try:
-            r.ping()
-            return proc
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start: %s" % cmd)
 
 
 def rounds(put, get, value, count, n):
@@ -89,8 +70,9 @@ def main():
     procs = []
     try:
         sport, rport = free_port(), free_port()
-        procs.append(start([a.server, "--memory.capacity", capacity, "--unixsocket", sock], sport))
-        procs.append(start([a.redis, "--save", "", "--appendonly", "no"], rport))
+        procs.append(start_server([a.server, "--memory.capacity", capacity, "--unixsocket", sock],
+                                  sport)[0])
+        procs.append(start_server([a.redis, "--save", "", "--appendonly", "no"], rport)[0])
         results = {}
         kv = stratakv.Client("unix://" + sock)
         results["stratakv.Client, Unix socket (%s)" % kv.transport] = rounds(kv.put, kv.get, value, a.count, a.rounds)

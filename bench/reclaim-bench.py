@@ -17,7 +17,8 @@ usage: bench/reclaim-bench.py [--size 1m] [--count 3072] [--keys 768] [--conns 4
 env: STRATAKV_SERVER (default build/release/bin/stratakv-server), BUILD_DIR (bulkbench),
      SSD_DIR (default /tmp/stratakv-reclaim-bench), REDIS_SERVER (default redis-server)
 """
-import argparse, json, os, shutil, socket, subprocess, sys, threading, time
+import argparse, json, os, shutil, subprocess, sys, threading, time
+from bench_util import free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -28,12 +29,6 @@ SSD_DIR = os.environ.get("SSD_DIR", "/tmp/stratakv-reclaim-bench")
 REDIS = os.environ.get("REDIS_SERVER", "redis-server")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def info(port):
@@ -124,7 +119,6 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         speed = r["raw"]["set"]["mb_per_sec"]
-        errors = r["raw"]["set"]["errors"]
         if r["target"] == "redis":
             redis_speed = speed
         ratio = "%.2f" % (speed / redis_speed) if speed and redis_speed else "-"
@@ -136,6 +130,10 @@ def main():
                 r["disk"] / max(r["live"], 1), r["del_disk"] / 1e6, r["del_live"] / 1e6,
                 r["del_disk"] / max(r["del_live"], 1), r["runs"], r["rewritten"] / 1e6,
                 r["demoted"] / 1e6))
+    for r in rows:
+        if r["raw"]["set"]["errors"]:
+            print("- %s: %d SETs failed (the figures above count only those that succeeded)"
+                  % (r["target"], r["raw"]["set"]["errors"]))
 
 
 if __name__ == "__main__":

@@ -15,43 +15,23 @@ usage: bench/resident-bench.py [--size 32m] [--count 24] [--rounds 5] [--server 
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
 import time
 
-import redis
+from bench_util import free_port, size_arg, start_server  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build", "release"))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def minor_faults(pid):
     return int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[7])
 
 
-def size_arg(text):
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    return int(text[:-1]) * units[text[-1].lower()] if text[-1].lower() in units else int(text)
 
 
-def start(cmd, port):
-    proc = subprocess.Popen(cmd + ["--port", str(port), "--bind", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port, socket_timeout=600)
-    for _ in range(100):
-        try:
-            r.ping()
-            return proc, r
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start: %s" % cmd)
 
 
 def rounds(r, pid, value, count, n):
@@ -84,7 +64,7 @@ def main():
     ]
     results = {}
     for name, cmd in targets:
-        proc, r = start(cmd, free_port())
+        proc, r = start_server(cmd, free_port())
         try:
             results[name] = rounds(r, proc.pid, value, a.count, a.rounds)
         finally:

@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,22 +36,15 @@ import threading
 import time
 
 import redis
+from bench_util import free_port, size_arg  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build", "release"))
 MiB = 1 << 20
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def size_arg(text):
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.lower().rstrip("b")
-    return int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
 
 
 def value_of(key, version, size):
