@@ -552,11 +552,31 @@ size_t invalid_utf8_at(std::string_view text) {
 // none has more than a few parts.
 constexpr size_t kMaxNesting = 32;
 
-// The offset of the first '[' or '{' (outside strings and comments) that opens a level past
-// kMaxNesting, or of the first '.' of a key past kMaxNesting parts; npos when there is none.
-// A key runs from the start of a line outside an array (a table header's too), or from an
-// inline table's '{' or ',', to its '='.
-size_t too_deep_at(std::string_view text) {
+// Binary integers of more digits than this are refused before parsing: toml11 3.7.1 doubles a
+// signed 64-bit place value once per digit, leading zeros included, which overflows (undefined
+// behaviour) at the 63rd digit (found by tests/fuzz/config_fuzz.cc). No key of ours needs a
+// binary literal near 2^62.
+constexpr size_t kMaxBinaryDigits = 62;
+
+/// What a config file may not hold although TOML allows it: where (a byte offset) and why.
+struct TomlRefusal {
+  size_t at;
+  std::string why;
+};
+
+// The first thing in `text` (outside strings and comments) that toml11 must not see: a '[' or
+// '{' that opens a level past kMaxNesting, the first '.' of a key past kMaxNesting parts, or a
+// binary integer of more than kMaxBinaryDigits digits. A key runs from the start of a line
+// outside an array (a table header's too), or from an inline table's '{' or ',', to its '='.
+std::optional<TomlRefusal> toml_refusal(std::string_view text) {
+  const auto word_char = [](char ch) {  // a letter, digit or '_': inside a bare word or number
+    const unsigned char f = fold(static_cast<unsigned char>(ch));
+    return (f >= 'a' && f <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+  };
+  const auto too_deep = [](size_t at) {
+    return TomlRefusal{at, "arrays, tables or keys nested more than " +
+                               std::to_string(kMaxNesting) + " deep"};
+  };
   char open[kMaxNesting + 1];  // the brackets open now, innermost last
   size_t depth = 0, dots = 0;
   bool in_key = true;
@@ -564,7 +584,7 @@ size_t too_deep_at(std::string_view text) {
     const char c = text[i];
     if (c == '#') {  // a comment, to the end of the line
       const size_t eol = text.find('\n', i);
-      if (eol == std::string_view::npos) return std::string_view::npos;
+      if (eol == std::string_view::npos) return std::nullopt;
       i = eol - 1;
     } else if (c == '\n') {
       in_key = depth == 0 || open[depth - 1] == '{';
@@ -575,7 +595,7 @@ size_t too_deep_at(std::string_view text) {
       const std::string_view close = triple ? text.substr(i, 3) : text.substr(i, 1);
       size_t j = i + close.size();
       for (;; ++j) {
-        if (j >= text.size()) return std::string_view::npos;  // unterminated: toml11 says so
+        if (j >= text.size()) return std::nullopt;  // unterminated: toml11 says so
         if (c == '"' && text[j] == '\\') {
           ++j;
           continue;
@@ -584,7 +604,7 @@ size_t too_deep_at(std::string_view text) {
       }
       i = j + close.size() - 1;
     } else if (c == '[' || c == '{') {
-      if (depth == kMaxNesting) return i;
+      if (depth == kMaxNesting) return too_deep(i);
       open[depth++] = c;
       if (c == '{') in_key = true, dots = 0;
     } else if ((c == ']' || c == '}') && depth > 0) {
@@ -594,10 +614,19 @@ size_t too_deep_at(std::string_view text) {
     } else if (c == '=') {
       in_key = false;
     } else if (c == '.' && in_key && ++dots >= kMaxNesting) {
-      return i;
+      return too_deep(i);
+    } else if (c == '0' && !in_key && i + 1 < text.size() && text[i + 1] == 'b' &&
+               (i == 0 || !word_char(text[i - 1]))) {
+      size_t digits = 0, j = i + 2;
+      for (; j < text.size() && (text[j] == '0' || text[j] == '1' || text[j] == '_'); ++j)
+        digits += text[j] != '_';
+      if (digits > kMaxBinaryDigits)
+        return TomlRefusal{i, "a binary integer of more than " +
+                                  std::to_string(kMaxBinaryDigits) + " digits"};
+      i = j - 1;
     }
   }
-  return std::string_view::npos;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -606,9 +635,8 @@ std::optional<std::string> Config::load_text(std::string text, const std::string
   if (const size_t at = invalid_utf8_at(text); at != std::string_view::npos)
     return name + ": not valid UTF-8 at byte " + std::to_string(at) +
            " (a TOML file must be UTF-8)";
-  if (const size_t at = too_deep_at(text); at != std::string_view::npos)
-    return name + ": arrays, tables or keys nested more than " + std::to_string(kMaxNesting) +
-           " deep at byte " + std::to_string(at);
+  if (const auto refusal = toml_refusal(text))
+    return name + ": " + refusal->why + " at byte " + std::to_string(refusal->at);
   std::vector<std::pair<std::string, std::string>> pairs;
   try {
     std::istringstream in(std::move(text));

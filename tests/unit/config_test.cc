@@ -189,6 +189,23 @@ TEST_CASE("TOML files load, nested tables flatten, errors are reported") {
     if (e) CHECK(e->find("nested more than") == std::string::npos);  // toml11's own verdict
   }
   CHECK_FALSE(c.load_text("tls-ca-cert-file = '" + parts33 + "' # " + parts33 + "\n", "t.toml"));
+  // Binary integers of more than 62 digits are refused before parsing: toml11 doubles a signed
+  // 64-bit place value per digit, leading zeros too, and overflows at the 63rd
+  // (tests/fuzz/corpus/config/toml_long_binary). In strings, comments and keys they are text.
+  {
+    const std::string bits63 = "0b" + std::string(62, '0') + "1";
+    for (const std::string& bad : {"timeout = " + bits63 + "\n", "x = [1, " + bits63 + "]\n",
+                                   "timeout = 0b" + std::string(100, '1') + "\n"}) {
+      CAPTURE(bad);
+      auto e = c.load_text(bad, "t.toml");
+      REQUIRE(e.has_value());
+      CHECK(e->find("a binary integer of more than 62 digits at byte") != std::string::npos);
+    }
+    CHECK_FALSE(c.load_text("timeout = 0b" + std::string(53, '0') + "1_0000_0000\n", "t.toml"));
+    CHECK(c.num(Key::kTimeout) == 256);
+    CHECK_FALSE(c.load_text("requirepass = '" + bits63 + "' # " + bits63 + "\n", "t.toml"));
+    CHECK(c.str(Key::kRequirePass) == bits63);
+  }
 
   // Dotted keys and [memory] tables both name memory.*; threads = 0 means one per core.
   {
