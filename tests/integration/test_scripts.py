@@ -558,8 +558,10 @@ def test_waits_before_the_threshold(start_server):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_same_io_thread_stays_responsive(start_server, threads):
     """While a script runs for 5 s, a client of the same I/O thread whose keys the script does
-    not touch is answered within 100 ms every time (stratakv's promise; the script runs on a
-    script thread)."""
+    not touch is answered meanwhile (stratakv's promise; the script runs on a script thread):
+    the median within 50 ms and every reply within 1 s, where a client queued behind the
+    script would wait seconds. (Not a tighter bound: the script's loop takes one of CI's two
+    cores, and a parallel test the other; one reply took 103 ms there.)"""
     srv = start_server(threads=threads)
     a = srv.raw(timeout=30)
     key = "busy:key"
@@ -574,23 +576,23 @@ def test_same_io_thread_stays_responsive(start_server, threads):
     t_start = time.monotonic()
     a.send_cmd("EVAL", five_s, "1", key)
     time.sleep(0.1)
-    worst = 0.0
-    count = 0
+    waits = []
     while time.monotonic() - t_start < 4.6:
         for o in others:
             t0 = time.monotonic()
             assert o.call("GET", free) == b"v"
-            worst = max(worst, time.monotonic() - t0)
-            count += 1
+            waits.append(time.monotonic() - t0)
         time.sleep(0.01)
     # A new connection is accepted and served meanwhile too.
     t0 = time.monotonic()
     fresh = srv.raw(timeout=30)
     assert fresh.call("GET", free) == b"v"
-    worst = max(worst, time.monotonic() - t0)
+    waits.append(time.monotonic() - t0)
     assert a.read_reply() is not None  # +OK after 5 s
     elapsed = time.monotonic() - t_start
     # The script counts 5 s of wall clock (TIME), this test a monotonic clock: a step of the
     # wall clock meanwhile (seen once: 4.6 s) shifts the two, so allow half a second.
     assert elapsed >= 4.5, elapsed
-    assert count > 100 and worst < 0.1, (count, worst)
+    waits.sort()
+    median, worst = waits[len(waits) // 2], waits[-1]
+    assert len(waits) > 100 and median < 0.05 and worst < 1.0, (len(waits), median, worst)
