@@ -9,7 +9,8 @@
 # three stratakv-loopback runs (4 MiB writes, the receiver writing through 512 MiB as a server
 # storing values does).
 #
-# usage: bench/fresh-warm.sh   (BUILD_DIR: default build/release; REDIS: default redis-server)
+# usage: bench/fresh-warm.sh   (BUILD_DIR: default build/release; REDIS: default redis-server;
+#                               STRATAKV_ARGS: more server options, e.g. "--memory.prefault 1gb")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release}
@@ -41,7 +42,7 @@ for srv in stratakv redis; do
   port=$(free_port)
   if [[ $srv == stratakv ]]; then
     "$BUILD_DIR/bin/stratakv-server" --port "$port" --bind 127.0.0.1 --memory.capacity 2gb \
-      --maxmemory 2gb >"$WORK/$srv.log" 2>&1 &
+      --maxmemory 2gb ${STRATAKV_ARGS:-} >"$WORK/$srv.log" 2>&1 &
   else
     "$REDIS" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --maxmemory 2gb \
       >"$WORK/$srv.log" 2>&1 &
