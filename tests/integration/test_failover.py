@@ -126,6 +126,8 @@ def test_kill_9_under_rediscluster_and_sdk_writers(etcd):
     try:
         acked, stop, done = {}, threading.Event(), {"rc": [], "sdk": []}
         killed = threading.Event()
+        sdk_before = []  # the SDK's puts before the kill: it must be writing when it comes
+        threads = []
 
         def rc_writer():
             rc = RedisCluster(host="127.0.0.1", port=primary.port, socket_timeout=5)
@@ -164,16 +166,17 @@ def test_kill_9_under_rediscluster_and_sdk_writers(etcd):
                 k, v = "sdk%d" % i, os.urandom(64 << 10)
                 try:
                     kv.put(k, v)
-                    if killed.is_set():
-                        done["sdk"].append((k, v))
+                    (done["sdk"] if killed.is_set() else sdk_before).append((k, v))
                 except Exception:
                     time.sleep(0.1)
                 i += 1
 
-        threads = [threading.Thread(target=rc_writer), threading.Thread(target=sdk_writer)]
+        threads += [threading.Thread(target=rc_writer, daemon=True),
+                    threading.Thread(target=sdk_writer, daemon=True)]
         for t in threads:
             t.start()
-        wait_until("acknowledged writes", lambda: len(acked) >= 100)
+        # Both writers are under way (the SDK's client is built and has written) before the kill.
+        wait_until("acknowledged writes", lambda: len(acked) >= 100 and len(sdk_before) >= 5)
         t0 = time.monotonic()
         primary.proc.kill()
         primary.proc.wait()
@@ -198,6 +201,10 @@ def test_kill_9_under_rediscluster_and_sdk_writers(etcd):
         for k, v in done["sdk"][-20:]:
             assert c.get(k) == v, k
     finally:
+        # A failed assertion must not leave a writer running: pytest would never exit.
+        stop.set()
+        for t in threads:
+            t.join(timeout=15)
         stop_servers(primary, replica)
 
 
