@@ -1,5 +1,6 @@
 // server/script_engine.cc - the Lua interpreter and Redis 7.0's scripting environment
-// (script_engine.h). Functions called from Lua are plain C functions: a Lua error unwinds with
+// (script_engine.h): the `redis` table, the kill hook, loading and running scripts. The value
+// conversions are in lua_values.cc, the read-only environment in lua_sandbox.cc. Functions called from Lua are plain C functions: a Lua error unwinds with
 // longjmp, so none of them holds a C++ object with a destructor on its stack when it raises.
 #include "server/script_engine.h"
 
@@ -12,375 +13,31 @@ int luaopen_bit(lua_State* L);    // Debian's lua-bitop (lua-bitop.h)
 
 #include <algorithm>
 #include <cctype>
-#include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "resp/writer.h"
 #include "server/errors.h"
+#include "server/lua_sandbox.h"
+#include "server/lua_values.h"
 #include "server/sha1.h"
 #include "server/version.h"
 
 namespace server {
 
+using lua::mark_counted;
+using lua::push_error;
+using lua::push_reply;
+using lua::string_field;
+using lua::to_int;
+using lua::trim_crlf;
+using lua::write_value;
+
 namespace {
 
 // The registry key of the engine (for the hook) and of the error handler.
 char kEngineKey, kErrorHandlerKey;
-
-// ---- Redis's rand48 (rand.c): math.random gives the same sequence as Redis's ----
-
-// Per thread: each interpreter lives on one thread.
-thread_local uint64_t t_rand48 = 0x1234ABCD330Eull;
-
-void rand48_seed(int32_t seed) {
-  t_rand48 = (static_cast<uint64_t>(static_cast<uint32_t>(seed)) << 16) | 0x330E;
-}
-int32_t rand48_next() {
-  t_rand48 = (t_rand48 * 0x5DEECE66Dull + 0xB) & ((1ull << 48) - 1);
-  return static_cast<int32_t>(t_rand48 >> 17);
-}
-
-int math_random(lua_State* L) {
-  constexpr int32_t kMax = INT32_MAX;
-  const lua_Number r = static_cast<lua_Number>(rand48_next() % kMax) / static_cast<lua_Number>(kMax);
-  switch (lua_gettop(L)) {
-    case 0:
-      lua_pushnumber(L, r);
-      break;
-    case 1: {
-      const int u = luaL_checkint(L, 1);
-      luaL_argcheck(L, 1 <= u, 1, "interval is empty");
-      lua_pushnumber(L, std::floor(r * u) + 1);
-      break;
-    }
-    case 2: {
-      const int l = luaL_checkint(L, 1);
-      const int u = luaL_checkint(L, 2);
-      luaL_argcheck(L, l <= u, 2, "interval is empty");
-      lua_pushnumber(L, std::floor(r * (u - l + 1)) + l);
-      break;
-    }
-    default:
-      return luaL_error(L, "%s", err::kLuaArity.data());
-  }
-  return 1;
-}
-
-int math_randomseed(lua_State* L) {
-  rand48_seed(luaL_checkint(L, 1));
-  return 0;
-}
-
-// A Lua number truncated to an integer as Redis's `(long long)` cast does on x86-64, without
-// its undefined behaviour: NaN and values out of range give INT64_MIN (cvttsd2si's answer).
-int64_t to_integer(lua_Number d) {
-  if (!(d >= -0x1p63 && d < 0x1p63)) return INT64_MIN;
-  return static_cast<int64_t>(d);
-}
-int to_int(lua_Number d) {
-  const int64_t v = to_integer(d);
-  return v >= INT32_MIN && v <= INT32_MAX ? static_cast<int>(v) : INT32_MIN;
-}
-
-// ---- errors as Redis's tables ----
-
-// luaPushErrorBuff: "-CODE msg" keeps its code, a bare "msg" gets ERR; trailing CR/LF go.
-// Pushes {err="CODE msg"}.
-void push_error(lua_State* L, std::string_view text) {
-  std::string code = "ERR", msg;
-  if (!text.empty() && text[0] == '-') {
-    const size_t sp = text.find(' ');
-    if (sp == std::string_view::npos) {
-      msg = std::string(text.substr(1));
-    } else {
-      code = std::string(text.substr(1, sp - 1));
-      msg = std::string(text.substr(sp + 1));
-    }
-  } else {
-    msg = std::string(text);
-  }
-  while (!msg.empty() && (msg.back() == '\r' || msg.back() == '\n')) msg.pop_back();
-  size_t lead = 0;
-  while (lead < msg.size() && (msg[lead] == '\r' || msg[lead] == '\n')) ++lead;
-  const std::string final_msg = code + " " + msg.substr(lead);
-  lua_newtable(L);
-  lua_pushstring(L, "err");
-  lua_pushlstring(L, final_msg.data(), final_msg.size());
-  lua_settable(L, -3);
-}
-
-// Marks the error table on the top so that it is not counted again (Redis's field).
-void mark_counted(lua_State* L) {
-  lua_pushstring(L, "ignore_error_stats_update");
-  lua_pushboolean(L, 1);
-  lua_settable(L, -3);
-}
-
-// ---- RESP -> Lua (redisProtocolToLuaType) ----
-
-// The line after the type byte at p (up to CRLF); advances p past the CRLF.
-std::string_view line(const char*& p, const char* end) {
-  const char* start = p + 1;
-  const char* cr = static_cast<const char*>(std::memchr(start, '\r', end - start));
-  if (cr == nullptr) cr = end;
-  p = cr + 2 <= end ? cr + 2 : end;
-  return {start, static_cast<size_t>(cr - start)};
-}
-
-long long to_ll(std::string_view s) {
-  char buf[32];
-  const size_t n = std::min(s.size(), sizeof buf - 1);
-  std::memcpy(buf, s.data(), n);
-  buf[n] = 0;
-  return std::strtoll(buf, nullptr, 10);
-}
-
-// Pushes the reply at p as a Lua value; returns the position after it. The bytes come from
-// the server's own writer, so they are well formed.
-const char* push_reply(lua_State* L, const char* p, const char* end) {
-  if (p >= end) {
-    lua_pushboolean(L, 0);
-    return end;
-  }
-  if (!lua_checkstack(L, 5)) luaL_error(L, "reached lua stack limit");
-  const char type = *p;
-  switch (type) {
-    case ':': {
-      lua_pushnumber(L, static_cast<lua_Number>(to_ll(line(p, end))));
-      return p;
-    }
-    case '$': {
-      const long long n = to_ll(line(p, end));
-      if (n < 0) {
-        lua_pushboolean(L, 0);
-        return p;
-      }
-      lua_pushlstring(L, p, static_cast<size_t>(n));
-      return p + n + 2;
-    }
-    case '+': {
-      const std::string_view s = line(p, end);
-      lua_newtable(L);
-      lua_pushstring(L, "ok");
-      lua_pushlstring(L, s.data(), s.size());
-      lua_settable(L, -3);
-      return p;
-    }
-    case '-': {
-      const std::string_view s = line(p, end);
-      push_error(L, "-" + std::string(s));
-      mark_counted(L);
-      return p;
-    }
-    case '*':
-    case '~':
-    case '%': {
-      const long long n = to_ll(line(p, end));
-      if (n < 0) {
-        lua_pushboolean(L, 0);
-        return p;
-      }
-      lua_newtable(L);
-      for (long long i = 0; i < n; ++i) {
-        if (type == '*') {
-          p = push_reply(L, p, end);
-          lua_rawseti(L, -2, static_cast<int>(i + 1));
-        } else if (type == '~') {
-          p = push_reply(L, p, end);
-          lua_pushboolean(L, 1);
-          lua_settable(L, -3);
-        } else {
-          p = push_reply(L, p, end);
-          p = push_reply(L, p, end);
-          lua_settable(L, -3);
-        }
-      }
-      return p;
-    }
-    case '_':
-      line(p, end);
-      lua_pushnil(L);
-      return p;
-    case '#': {
-      const std::string_view s = line(p, end);
-      lua_pushboolean(L, s == "t");
-      return p;
-    }
-    case ',': {
-      const std::string s(line(p, end));
-      lua_newtable(L);
-      lua_pushstring(L, "double");
-      lua_pushnumber(L, std::strtod(s.c_str(), nullptr));
-      lua_settable(L, -3);
-      return p;
-    }
-    case '(': {
-      const std::string_view s = line(p, end);
-      lua_newtable(L);
-      lua_pushstring(L, "big_number");
-      lua_pushlstring(L, s.data(), s.size());
-      lua_settable(L, -3);
-      return p;
-    }
-    case '=': {
-      const long long n = to_ll(line(p, end));
-      const std::string_view text(p, static_cast<size_t>(std::max(0ll, n)));
-      lua_newtable(L);
-      lua_pushstring(L, "verbatim_string");
-      lua_newtable(L);
-      lua_pushstring(L, "format");
-      lua_pushlstring(L, text.data(), std::min<size_t>(3, text.size()));
-      lua_settable(L, -3);
-      lua_pushstring(L, "string");
-      lua_pushlstring(L, text.data() + std::min<size_t>(4, text.size()),
-                      text.size() - std::min<size_t>(4, text.size()));
-      lua_settable(L, -3);
-      lua_settable(L, -3);
-      return p + n + 2;
-    }
-    default:
-      line(p, end);
-      lua_pushboolean(L, 0);
-      return p;
-  }
-}
-
-// ---- Lua -> RESP (luaReplyToRedisReply) ----
-
-// A table's string field `name`, pushed; true when it is a string (left on the stack).
-bool string_field(lua_State* L, const char* name) {
-  lua_pushstring(L, name);
-  lua_rawget(L, -2);
-  if (lua_type(L, -1) == LUA_TSTRING) return true;
-  lua_pop(L, 1);
-  return false;
-}
-
-// Error text of an error table's fields (luaExtractErrorInformation), for the reply.
-std::string trim_crlf(std::string s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n')) s.pop_back();
-  size_t lead = 0;
-  while (lead < s.size() && (s[lead] == '\r' || s[lead] == '\n')) ++lead;
-  return s.substr(lead);
-}
-
-// Writes the value on the top of the stack (and pops it) in the caller's protocol; booleans
-// follow the script's (redis.setresp), as Redis 7.0's luaReplyToRedisReply.
-void write_value(lua_State* L, resp::Writer& w, int script_resp) {
-  if (!lua_checkstack(L, 4)) {
-    lua_pop(L, 1);
-    w.error(err::kLuaStackLimit);
-    return;
-  }
-  switch (lua_type(L, -1)) {
-    case LUA_TSTRING: {
-      size_t n = 0;
-      const char* s = lua_tolstring(L, -1, &n);
-      w.bulk({s, n});
-      break;
-    }
-    case LUA_TBOOLEAN:
-      if (script_resp == 2) {
-        if (lua_toboolean(L, -1)) w.integer(1);
-        else w.null();
-      } else {
-        w.boolean(lua_toboolean(L, -1) != 0);
-      }
-      break;
-    case LUA_TNUMBER:
-      w.integer(to_integer(lua_tonumber(L, -1)));
-      break;
-    case LUA_TTABLE: {
-      if (string_field(L, "err")) {
-        w.error(trim_crlf(lua_tostring(L, -1)));
-        lua_pop(L, 1);
-        break;
-      }
-      if (string_field(L, "ok")) {
-        w.simple(lua_tostring(L, -1));
-        lua_pop(L, 1);
-        break;
-      }
-      lua_pushstring(L, "double");
-      lua_rawget(L, -2);
-      if (lua_type(L, -1) == LUA_TNUMBER) {
-        w.dbl(lua_tonumber(L, -1));
-        lua_pop(L, 1);
-        break;
-      }
-      lua_pop(L, 1);
-      if (string_field(L, "big_number")) {
-        size_t n = 0;
-        const char* s = lua_tolstring(L, -1, &n);
-        if (w.protocol() == 2) w.bulk({s, n});
-        else w.raw("(" + std::string(s, n) + "\r\n");
-        lua_pop(L, 1);
-        break;
-      }
-      lua_pushstring(L, "map");
-      lua_rawget(L, -2);
-      if (lua_type(L, -1) == LUA_TTABLE) {
-        size_t n = 0;
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-          lua_pop(L, 1);
-          ++n;
-        }
-        w.map(n);
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-          lua_pushvalue(L, -2);  // the key, to write (the original stays for lua_next)
-          write_value(L, w, script_resp);
-          write_value(L, w, script_resp);  // the value
-        }
-        lua_pop(L, 1);
-        break;
-      }
-      lua_pop(L, 1);
-      lua_pushstring(L, "set");
-      lua_rawget(L, -2);
-      if (lua_type(L, -1) == LUA_TTABLE) {
-        size_t n = 0;
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-          lua_pop(L, 1);
-          ++n;
-        }
-        w.set(n);
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-          lua_pop(L, 1);
-          lua_pushvalue(L, -1);
-          write_value(L, w, script_resp);
-        }
-        lua_pop(L, 1);
-        break;
-      }
-      lua_pop(L, 1);
-      // An array, up to the first nil.
-      size_t n = 0;
-      for (;; ++n) {
-        lua_rawgeti(L, -1, static_cast<int>(n + 1));
-        const bool nil = lua_isnil(L, -1);
-        lua_pop(L, 1);
-        if (nil) break;
-      }
-      w.array(n);
-      for (size_t j = 1; j <= n; ++j) {
-        lua_rawgeti(L, -1, static_cast<int>(j));
-        write_value(L, w, script_resp);
-      }
-      break;
-    }
-    default:
-      w.null();
-      break;
-  }
-  lua_pop(L, 1);
-}
 
 // ---- the redis table ----
 
@@ -647,146 +304,10 @@ const char kErrorHandler[] =
     "end\n"
     "return error_handler\n";
 
-// ---- read-only globals (Redis 7.0.15's hardened scripting) ----
-//
-// A script's environment is a proxy of the globals: reading a global goes to the real table
-// (an undefined one is an error), writing one is an error; the library tables the scripts see
-// are proxies too, and rawset/setmetatable refuse them. The metamethods are C functions, so an
-// error's position is the script's line (luaL_where(L, 1): the function the VM ran them for).
-
-char kProtectedKey;  // registry: weak-keyed set of the read-only tables
-
-bool is_protected(lua_State* L, int idx) {
-  if (!lua_istable(L, idx)) return false;
-  lua_pushlightuserdata(L, &kProtectedKey);
-  lua_rawget(L, LUA_REGISTRYINDEX);
-  lua_pushvalue(L, idx < 0 ? idx - 1 : idx);
-  lua_rawget(L, -2);
-  const bool found = lua_toboolean(L, -1) != 0;
-  lua_pop(L, 2);
-  return found;
-}
-
-void protect(lua_State* L, int idx) {
-  lua_pushlightuserdata(L, &kProtectedKey);
-  lua_rawget(L, LUA_REGISTRYINDEX);
-  lua_pushvalue(L, idx < 0 ? idx - 1 : idx);
-  lua_pushboolean(L, 1);
-  lua_rawset(L, -3);
-  lua_pop(L, 1);
-}
-
-// Raises "<chunk>:<line>: <msg>" at the script's line.
-int error_at_caller(lua_State* L, std::string_view msg) {
-  luaL_where(L, 1);
-  lua_pushlstring(L, msg.data(), msg.size());
-  lua_concat(L, 2);
-  return lua_error(L);
-}
-
-int readonly_newindex(lua_State* L) { return error_at_caller(L, err::kLuaReadonlyTable); }
-
-// __index of the globals' proxy: (proxy, name); upvalue 1 is the real globals table.
-int globals_index(lua_State* L) {
-  lua_pushvalue(L, 2);
-  lua_rawget(L, lua_upvalueindex(1));
-  if (!lua_isnil(L, -1)) return 1;
-  lua_pop(L, 1);
-  luaL_where(L, 1);
-  lua_pushlstring(L, err::kLuaNoGlobalPrefix.data(), err::kLuaNoGlobalPrefix.size());
-  if (lua_type(L, 2) == LUA_TSTRING || lua_type(L, 2) == LUA_TNUMBER) lua_pushvalue(L, 2);
-  else lua_pushstring(L, luaL_typename(L, 2));
-  lua_tostring(L, -1);
-  lua_pushstring(L, "'");
-  lua_concat(L, 4);
-  return lua_error(L);
-}
-
-// rawset and setmetatable refuse a read-only table (an error without position, as Redis's);
-// getmetatable does not show its metatable. Upvalue 1: the original function.
-int guarded_call(lua_State* L) {
-  const int n = lua_gettop(L);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, n, LUA_MULTRET);
-  return lua_gettop(L);
-}
-int guarded_rawset(lua_State* L) {
-  if (is_protected(L, 1)) {
-    lua_pushlstring(L, err::kLuaReadonlyTable.data(), err::kLuaReadonlyTable.size());
-    return lua_error(L);
-  }
-  return guarded_call(L);
-}
-int guarded_setmetatable(lua_State* L) { return guarded_rawset(L); }
-int guarded_getmetatable(lua_State* L) {
-  if (is_protected(L, 1)) {
-    lua_pushnil(L);
-    return 1;
-  }
-  return guarded_call(L);
-}
-
-// Redis 7.0's pcall (script_lua.c luaRedisPcall): an error that is a table with an `err`
-// field (what redis.call raises) is returned as that string.
-int redis_style_pcall(lua_State* L) {
-  luaL_checkany(L, 1);
-  const int argc = lua_gettop(L);
-  lua_pushboolean(L, 1);
-  lua_insert(L, 1);
-  if (lua_pcall(L, argc - 1, LUA_MULTRET, 0) != 0) {
-    lua_remove(L, 1);
-    if (lua_istable(L, -1)) {
-      lua_getfield(L, -1, "err");
-      if (lua_isstring(L, -1)) lua_replace(L, -2);
-      else lua_pop(L, 1);
-    }
-    lua_pushboolean(L, 0);
-    lua_insert(L, 1);
-  }
-  return lua_gettop(L);
-}
-
-// Replaces global `name` (a function) by `fn` with the original as its upvalue.
-void guard(lua_State* L, const char* name, lua_CFunction fn) {
-  lua_pushstring(L, name);
-  lua_pushstring(L, name);
-  lua_rawget(L, LUA_GLOBALSINDEX);
-  lua_pushcclosure(L, fn, 1);
-  lua_rawset(L, LUA_GLOBALSINDEX);
-}
-
-// Pushes a read-only proxy of the table at the top (which it pops).
-void push_readonly_proxy(lua_State* L) {
-  lua_newtable(L);         // t, proxy
-  lua_newtable(L);         // t, proxy, mt
-  lua_pushstring(L, "__index");
-  lua_pushvalue(L, -4);
-  lua_rawset(L, -3);
-  lua_pushstring(L, "__newindex");
-  lua_pushcfunction(L, readonly_newindex);
-  lua_rawset(L, -3);
-  protect(L, -1);
-  lua_setmetatable(L, -2);  // t, proxy
-  protect(L, -1);
-  lua_remove(L, -2);        // proxy
-}
-
 void open_lib(lua_State* L, const char* name, lua_CFunction fn) {
   lua_pushcfunction(L, fn);
   lua_pushstring(L, name);
   lua_call(L, 1, 0);
-}
-
-// Sets global `name` to an array of `items`, bypassing the globals protection.
-void set_global_array(lua_State* L, const char* name, std::span<const std::string> items) {
-  lua_pushstring(L, name);
-  lua_createtable(L, static_cast<int>(items.size()), 0);
-  for (size_t j = 0; j < items.size(); ++j) {
-    lua_pushlstring(L, items[j].data(), items[j].size());
-    lua_rawseti(L, -2, static_cast<int>(j + 1));
-  }
-  lua_rawset(L, LUA_GLOBALSINDEX);
 }
 
 std::string function_name(std::string_view sha) { return "f_" + std::string(sha); }
@@ -828,10 +349,7 @@ void ScriptEngine::open() {
   lua_pushnil(L);
   lua_setglobal(L, "dofile");
   // math.random, math.randomseed: Redis's.
-  lua_getglobal(L, "math");
-  set_function(L, "random", math_random);
-  set_function(L, "randomseed", math_randomseed);
-  lua_pop(L, 1);
+  lua::use_redis_random(L);
   // The redis table.
   lua_newtable(L);
   set_function(L, "call", &LuaApi::redis_call);
@@ -871,45 +389,11 @@ void ScriptEngine::open() {
     lua_pushnil(L);
     lua_rawset(L, LUA_GLOBALSINDEX);
   }
-  // Read-only globals: the registry's set of protected tables (weak keys), the guarded
-  // functions, read-only proxies of the libraries, and the environment proxy.
-  lua_pushlightuserdata(L, &kProtectedKey);
-  lua_newtable(L);
-  lua_newtable(L);
-  lua_pushstring(L, "__mode");
-  lua_pushstring(L, "k");
-  lua_rawset(L, -3);
-  lua_setmetatable(L, -2);
-  lua_rawset(L, LUA_REGISTRYINDEX);
-  lua_pushstring(L, "pcall");
-  lua_pushcfunction(L, redis_style_pcall);
-  lua_rawset(L, LUA_GLOBALSINDEX);
-  guard(L, "rawset", guarded_rawset);
-  guard(L, "setmetatable", guarded_setmetatable);
-  guard(L, "getmetatable", guarded_getmetatable);
-  for (const char* lib : {"redis", "string", "table", "math", "coroutine", "cjson", "bit"}) {
-    lua_pushstring(L, lib);
-    lua_pushstring(L, lib);
-    lua_rawget(L, LUA_GLOBALSINDEX);
-    push_readonly_proxy(L);
-    lua_rawset(L, LUA_GLOBALSINDEX);
-  }
+  // Read-only globals and library tables; the scripts' environment, kept in the registry.
+  static constexpr const char* kLibs[] = {"redis", "string", "table", "math", "coroutine",
+                                          "cjson", "bit"};
   lua_pushlightuserdata(L, &kEnvKey);
-  lua_newtable(L);  // the proxy
-  lua_newtable(L);  // its metatable
-  lua_pushstring(L, "__index");
-  lua_pushvalue(L, LUA_GLOBALSINDEX);
-  lua_pushcclosure(L, globals_index, 1);
-  lua_rawset(L, -3);
-  lua_pushstring(L, "__newindex");
-  lua_pushcfunction(L, readonly_newindex);
-  lua_rawset(L, -3);
-  protect(L, -1);
-  lua_setmetatable(L, -2);
-  protect(L, -1);
-  lua_pushstring(L, "_G");  // a script's _G is the proxy
-  lua_pushvalue(L, -2);
-  lua_rawset(L, LUA_GLOBALSINDEX);
+  lua::push_readonly_globals(L, kLibs);
   lua_rawset(L, LUA_REGISTRYINDEX);
   lua_settop(L, 0);
 }
@@ -957,8 +441,8 @@ ScriptEngine::Result ScriptEngine::run(std::string_view sha, std::span<const std
   call_protocol_ = 2;
   aborting_ = false;
   abort_error_.clear();
-  set_global_array(L, "KEYS", keys);
-  set_global_array(L, "ARGV", argv);
+  lua::set_global_array(L, "KEYS", keys);
+  lua::set_global_array(L, "ARGV", argv);
   lua_pushlightuserdata(L, &kErrorHandlerKey);
   lua_rawget(L, LUA_REGISTRYINDEX);
   const std::string name = function_name(sha);
@@ -1056,3 +540,4 @@ std::string parse_script_flags(std::string_view body, ScriptFlags* flags) {
 }
 
 }  // namespace server
+
