@@ -149,12 +149,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// called with CommandContext::may_suspend.
   void defer_transfer(std::unique_ptr<Transfer> t) { transfer_ = std::move(t); }
   /// Whether the write being run, finding no room, may wait for memory that comes back soon
-  /// rather than answer -OOM: under an evicting policy, region blocks held by plans on the
-  /// transfer pool (TransferPool::held) or by values queued for the disk, and
-  /// memory.max_room_wait has not passed since the request first asked (that first ask starts
-  /// its clock and counts INFO write_room_waits). Only for the pipeline's own calls
-  /// (CommandContext::may_suspend): not inside EXEC or a script.
-  bool may_wait_for_room();
+  /// rather than answer -OOM: under an evicting policy, region blocks held by fast-path plans
+  /// (TransferPool::held, less `own_holds`: the asking request's own plan, whose blocks go back
+  /// when it waits) or by values queued for the disk, and memory.max_room_wait has not passed
+  /// since the request first asked (that first ask starts its clock and counts INFO
+  /// write_room_waits). Only for the pipeline's own calls (CommandContext::may_suspend): not
+  /// inside EXEC or a script.
+  bool may_wait_for_room(int64_t own_holds = 0);
   /// This connection's RDMA queue pair (KV.CONNECT VERBS); null until then.
   std::unique_ptr<rdma::VerbsEndpoint> verbs;
   /// READONLY (cluster mode): reads of the slots this node holds as a replica are served

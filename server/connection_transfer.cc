@@ -21,12 +21,12 @@
 
 namespace server {
 
-bool Connection::may_wait_for_room() {
+bool Connection::may_wait_for_room(int64_t own_holds) {
   // Under noeviction a full memory is the policy's answer (-OOM at once, as Redis): what the
   // copies publish would stay, not make room.
   if (server_.evictor().policy() == tiering::EvictionPolicy::kNoEviction) return false;
   TransferPool* pool = server_.transfers();
-  const int64_t copies = pool != nullptr ? pool->held() : 0;
+  const int64_t copies = pool != nullptr ? pool->held() - own_holds : 0;
   const uint64_t queued = server_.ssd() != nullptr ? server_.ssd()->pending_bytes() : 0;
   if (copies <= 0 && queued == 0) return false;
   const auto now = std::chrono::steady_clock::now();

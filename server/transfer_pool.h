@@ -48,11 +48,13 @@ class Transfer {
 /// A fixed set of threads running Transfer::copy(). Thread-safe.
 class TransferPool {
  public:
-  /// A plan handed to the pool holds region blocks (its puts' new values, its gets' pinned
-  /// ones) from its hand-over until it is destroyed, its connection's finish included: one
-  /// Hold for that time. What held() counts: a write that found no room while copies hold
-  /// memory waits for them (memory.max_room_wait) rather than answer -OOM, since their blocks
-  /// come back or become evictable once they finish. Move-only; outlives the pool safely.
+  /// A plan holds region blocks that no eviction can take (its puts' new values, its gets'
+  /// pinned ones) from before its first put allocates (or, a plan of gets only, its hand-over)
+  /// until it is destroyed, its connection's finish included: one Hold for that time. What
+  /// held() counts: a write that found no room while plans hold memory waits for them
+  /// (memory.max_room_wait) rather than answer -OOM, since their blocks come back or become
+  /// evictable once they finish. A put still allocating on another I/O thread counts too: its
+  /// blocks are as unevictable as a copy's. Move-only; outlives the pool safely.
   class Hold {
    public:
     Hold() = default;
@@ -63,6 +65,8 @@ class TransferPool {
       return *this;
     }
     ~Hold() { release(); }
+    /// Whether this Hold counts (taken, not moved from).
+    bool active() const { return count_ != nullptr; }
 
    private:
     friend class TransferPool;
@@ -96,7 +100,7 @@ class TransferPool {
   uint64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   /// A Hold for a plan handed over now.
   Hold hold() { return Hold(held_); }
-  /// Plans handed over and not yet destroyed (their Holds).
+  /// Plans that hold blocks and are not yet destroyed (their Holds).
   int64_t held() const { return held_->load(std::memory_order_relaxed); }
 
   size_t threads() const { return threads_; }

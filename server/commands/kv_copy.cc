@@ -86,6 +86,10 @@ void KvPlan::add_put(CommandContext& ctx, std::string_view key, uint64_t total,
     s.error = err::value_too_large(total, ctx.server.memory_limit_name(), limit);
     return;
   }
+  // From here the plan's blocks cannot be evicted: a write on another thread that finds no
+  // room waits for them (TransferPool::Hold) rather than answer -OOM.
+  TransferPool* pool = ctx.server.transfers();
+  if (pool != nullptr && !hold_.active()) hold_ = pool->hold();
   // No lock is held here: the allocation may make room (evict) if it must.
   try {
     s.value = new_value(ctx, total);
@@ -93,7 +97,8 @@ void KvPlan::add_put(CommandContext& ctx, std::string_view key, uint64_t total,
     // Copies in flight and values queued for the disk hold blocks that come back (or become
     // evictable) soon: the request waits and runs again, rather than fail a store under an
     // evicting policy. This plan's blocks go back as it unwinds; nothing was replied yet.
-    if (ctx.may_suspend && ctx.conn.may_wait_for_room()) throw WaitForRoom{};
+    if (ctx.may_suspend && ctx.conn.may_wait_for_room(hold_.active() ? 1 : 0))
+      throw WaitForRoom{};
     s.error = err::kOom;
     return;
   }
@@ -131,7 +136,7 @@ void KvPlan::run(CommandContext& ctx, std::unique_ptr<KvPlan> plan) {
   const int64_t threshold = ctx.server.config().num(Key::kTransferOffloadThreshold);
   if (ctx.may_suspend && threshold > 0 && plan->bytes_ >= static_cast<uint64_t>(threshold) &&
       ctx.server.transfers() != nullptr) {
-    plan->hold_ = ctx.server.transfers()->hold();
+    if (!plan->hold_.active()) plan->hold_ = ctx.server.transfers()->hold();
     ctx.conn.defer_transfer(std::move(plan));
     return;
   }

@@ -97,7 +97,8 @@ class KvPlan final : public Transfer {
   const PutOptions options_;
   std::vector<KeyStep> steps_;
   uint64_t bytes_ = 0;
-  TransferPool::Hold hold_;  // once handed to the pool (run): until this plan is destroyed
+  // From the first put's allocation (or the hand-over to the pool) until this plan is destroyed.
+  TransferPool::Hold hold_;
 };
 
 }  // namespace server
