@@ -186,12 +186,10 @@ void push_readonly_proxy(lua_State* L) {
 
 void use_redis_random(lua_State* L) {
   lua_getglobal(L, "math");
-  lua_pushstring(L, "random");
   lua_pushcfunction(L, math_random);
-  lua_settable(L, -3);
-  lua_pushstring(L, "randomseed");
+  lua_setfield(L, -2, "random");
   lua_pushcfunction(L, math_randomseed);
-  lua_settable(L, -3);
+  lua_setfield(L, -2, "randomseed");
   lua_pop(L, 1);
 }
 

@@ -22,6 +22,18 @@ int to_int(lua_Number d) {
 
 // ---- errors as Redis's tables ----
 
+namespace {
+
+// Pushes the table {field = s}.
+void push_string_table(lua_State* L, const char* field, std::string_view s) {
+  lua_newtable(L);
+  lua_pushstring(L, field);
+  lua_pushlstring(L, s.data(), s.size());
+  lua_settable(L, -3);
+}
+
+}  // namespace
+
 void push_error(lua_State* L, std::string_view text) {
   std::string code = "ERR", msg;
   if (!text.empty() && text[0] == '-') {
@@ -35,11 +47,7 @@ void push_error(lua_State* L, std::string_view text) {
   } else {
     msg = std::string(text);
   }
-  const std::string final_msg = code + " " + trim_crlf(std::move(msg));
-  lua_newtable(L);
-  lua_pushstring(L, "err");
-  lua_pushlstring(L, final_msg.data(), final_msg.size());
-  lua_settable(L, -3);
+  push_string_table(L, "err", code + " " + trim_crlf(std::move(msg)));
 }
 
 void mark_counted(lua_State* L) {
@@ -95,14 +103,9 @@ const char* push_reply(lua_State* L, const char* p, const char* end) {
       lua_pushlstring(L, p, static_cast<size_t>(n));
       return p + n + 2;
     }
-    case '+': {
-      const std::string_view s = line(p, end);
-      lua_newtable(L);
-      lua_pushstring(L, "ok");
-      lua_pushlstring(L, s.data(), s.size());
-      lua_settable(L, -3);
+    case '+':
+      push_string_table(L, "ok", line(p, end));
       return p;
-    }
     case '-': {
       const std::string_view s = line(p, end);
       push_error(L, "-" + std::string(s));
@@ -151,14 +154,9 @@ const char* push_reply(lua_State* L, const char* p, const char* end) {
       lua_settable(L, -3);
       return p;
     }
-    case '(': {
-      const std::string_view s = line(p, end);
-      lua_newtable(L);
-      lua_pushstring(L, "big_number");
-      lua_pushlstring(L, s.data(), s.size());
-      lua_settable(L, -3);
+    case '(':
+      push_string_table(L, "big_number", line(p, end));
       return p;
-    }
     case '=': {
       const long long n = to_ll(line(p, end));
       const std::string_view text(p, static_cast<size_t>(std::max(0ll, n)));

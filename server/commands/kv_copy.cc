@@ -97,8 +97,7 @@ void KvPlan::add_put(CommandContext& ctx, std::string_view key, uint64_t total,
     // Copies in flight and values queued for the disk hold blocks that come back (or become
     // evictable) soon: the request waits and runs again, rather than fail a store under an
     // evicting policy. This plan's blocks go back as it unwinds; nothing was replied yet.
-    if (ctx.may_suspend && ctx.conn.may_wait_for_room(hold_.active() ? 1 : 0))
-      throw WaitForRoom{};
+    if (ctx.may_suspend && ctx.conn.may_wait_for_room(/*own_holds=*/1)) throw WaitForRoom{};
     s.error = err::kOom;
     return;
   }
