@@ -140,6 +140,7 @@ SsdStatus SsdStore::open_db(bool wipe) {
   db.max_log_file_size = 8 << 20;
   db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db.avoid_unnecessary_blocking_io = true;
+  file_writer_buffer_ = db.writable_file_max_buffer_size;
   if (!listener_) listener_ = std::make_shared<SsdHaltListener>(this);
   db.listeners.push_back(listener_);
   if (options_.file_system) {
@@ -454,6 +455,7 @@ SsdMemory SsdStore::memory() const {
   if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateTableReadersMem, &v))
     m.table_readers = v;
   if (cache_) m.block_cache = cache_->GetUsage();
+  m.file_writers = 2 * file_writer_buffer_;
   return m;
 }
 

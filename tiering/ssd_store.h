@@ -175,7 +175,11 @@ struct SsdMemory {
   uint64_t memtables = 0;      ///< all memtables, including ones being flushed
   uint64_t block_cache = 0;    ///< blocks of `meta` and `order` cached
   uint64_t table_readers = 0;  ///< SST indexes and filters
-  uint64_t total() const { return memtables + block_cache + table_readers; }
+  /// The WAL's and the open blob file's writers: each buffers up to
+  /// DBOptions::writable_file_max_buffer_size once a large value went through it. A bound,
+  /// not a measure (RocksDB reports no figure for them).
+  uint64_t file_writers = 0;
+  uint64_t total() const { return memtables + block_cache + table_readers + file_writers; }
 };
 
 class SsdHaltListener;
@@ -325,6 +329,7 @@ class SsdStore {
   rocksdb::ColumnFamilyHandle* format_ = nullptr;
   rocksdb::ColumnFamilyHandle* v1_meta_ = nullptr;  // format 1's `meta`, until converted
   std::shared_ptr<rocksdb::Cache> cache_;
+  uint64_t file_writer_buffer_ = 0;  ///< DBOptions::writable_file_max_buffer_size, at open
   std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system (null: Env::Default())
   friend class SsdHaltListener;
   // Called by the listener (RocksDB's threads): halts the store with `error` (first one wins).
