@@ -33,8 +33,11 @@ AdmissionDecision AdmissionPolicy::decide(uint64_t bytes, bool reused, uint64_t 
                1000.0;
   if (refilled_ms_ < now_ms) refilled_ms_ = now_ms;
   tokens_ = std::min(tokens_, depth);
-  // The queue's bound holds whatever the budget says: queued values are still in memory.
-  if (pending != 0 && pending + bytes > max_depth_) return AdmissionDecision::kReject;
+  // The queue's bound holds whatever the budget says: queued values are still in memory. Its
+  // last quarter is kept for read values, as the bucket's is: a writer slower than its
+  // measured speed (starved of CPU, a disk that stalls) fills the queue before the budget.
+  if (pending != 0 && pending + bytes > (reused ? max_depth_ : max_depth_ - max_depth_ / 4))
+    return AdmissionDecision::kReject;
   // A value larger than the bucket costs the whole bucket (it goes when the bucket is full).
   const double cost = std::min(static_cast<double>(bytes), depth);
   bool admit;

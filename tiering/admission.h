@@ -48,8 +48,8 @@ class AdmissionPolicy {
 
   /// Whether to write a victim of `bytes` (> 0) now. `reused`: read at least once since it was
   /// written. `pending`: bytes queued for the disk and not yet written; the budget never lets
-  /// them pass `max_depth` (unless the queue is empty: a value larger than the bucket goes
-  /// alone). `now_ms`: a clock in ms (refills the bucket; a clock going back refills nothing).
+  /// them pass `max_depth`, nor a never-read value past 3/4 of it (unless the queue is empty:
+  /// a value larger than the bucket goes alone). `now_ms`: a clock in ms (refills the bucket; a clock going back refills nothing).
   /// Admitting takes the bytes from the budget.
   AdmissionDecision decide(uint64_t bytes, bool reused, uint64_t pending, int64_t now_ms);
 

@@ -61,6 +61,11 @@ TEST_CASE("the queue's bound holds whatever the budget") {
   AdmissionPolicy p(16 * MiB, 0);
   CHECK(p.decide(MiB, true, 15 * MiB + 1, 1000) == AdmissionDecision::kReject);
   CHECK(p.decide(MiB, true, 15 * MiB, 1000) == AdmissionDecision::kAdmit);
+  // Its last quarter is kept for read values: a queue the writer drains slower than the budget
+  // refills still takes them.
+  CHECK(p.decide(MiB, false, 11 * MiB + 1, 1000) == AdmissionDecision::kReject);
+  CHECK(p.decide(MiB, false, 11 * MiB, 1000) == AdmissionDecision::kAdmit);
+  CHECK(p.decide(MiB, true, 12 * MiB, 1000) == AdmissionDecision::kAdmit);
   // An empty queue takes a value larger than the bucket, when the bucket is full.
   AdmissionPolicy q(4 * MiB, 4 * MiB);
   CHECK(q.decide(64 * MiB, false, 0, 1000) == AdmissionDecision::kAdmit);
