@@ -59,12 +59,15 @@ uint64_t SsdReclaimer::bound() const {
 }
 
 uint64_t SsdReclaimer::measure() {
-  // Bytes written from here on count until the next look (a write between the two counts
-  // twice: the gate errs towards closing).
-  written_.store(0, std::memory_order_relaxed);
+  // What was written before the look leaves the count only once the look is published: this
+  // thread runs at nice 19 and may stop anywhere in between, where the old figure and a count
+  // already zeroed let the gate pass the bound. A write during the look counts twice (the gate
+  // errs towards closing).
+  const uint64_t before = written_.load(std::memory_order_relaxed);
   const uint64_t disk = store_.disk_bytes(), b = bound();
-  disk_.store(disk, std::memory_order_relaxed);
+  disk_.store(disk + store_.unflushed_bytes(), std::memory_order_relaxed);
   bound_.store(b, std::memory_order_relaxed);
+  written_.fetch_sub(before, std::memory_order_relaxed);
   return disk;
 }
 

@@ -447,6 +447,11 @@ uint64_t SsdStore::disk_bytes() const {
   return total;
 }
 
+uint64_t SsdStore::unflushed_bytes() const {
+  uint64_t v = 0;
+  return db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &v) ? v : 0;
+}
+
 SsdMemory SsdStore::memory() const {
   SsdMemory m;
   uint64_t v = 0;

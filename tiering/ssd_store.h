@@ -294,6 +294,9 @@ class SsdStore {
   uint64_t live_records() const { return live_records_.load(std::memory_order_relaxed); }
   /// Bytes RocksDB keeps on disk: SST files, blob files, WAL.
   uint64_t disk_bytes() const;
+  /// Bytes of the memtables (every family, those being flushed included): values in the WAL
+  /// that a flush writes again, into blob files. Two property reads.
+  uint64_t unflushed_bytes() const;
   /// Bytes free on the store's filesystem (statvfs; UINT64_MAX when unknown). write() refuses
   /// new records (kNoSpace) when fewer than twice their bytes plus a reserve of three memtables
   /// and 4 MiB are free, so RocksDB itself never runs out of space mid-write.

@@ -100,7 +100,7 @@ void SsdTier::run_writer() {
       const auto start = std::chrono::steady_clock::now();
       st = store_->write(batch);
       // What the disk gained since the reclaim thread's last look (its bound's gate).
-      if (st.ok() && bytes != 0) reclaimer_->wrote(bytes);
+      if (st.ok() && bytes != 0) reclaimer_->wrote_values(bytes);
       // The disk's write speed, from the writer's own batches (the admission budget's rate).
       if (st.ok() && bytes != 0)
         admission_.record_write(bytes, static_cast<uint64_t>(

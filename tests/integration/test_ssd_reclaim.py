@@ -152,8 +152,12 @@ def test_disk_stays_within_capacity_plus_slack_when_reclaim_falls_behind(start_s
                        tiering__ssd__reclaim="no", tiering__ssd__admission="wait")
     r = srv.client()
     worst, states = 0, set()
-    # RocksDB writes a value twice for a moment (the WAL, then its blob file at the flush of
-    # up to 3 memtables), which the gate counts once.
+    # What the gate does not count: RocksDB's own writes (index compactions, MANIFEST, LOG).
+    # It counts the WAL's double (a value is in the WAL and, after its memtable's flush, in a
+    # blob file: the memtables at each look, values written since then twice). Counting each
+    # value once, and with a look the nice-19 thread could be stopped in the middle of, CI's
+    # disk passed capacity + slack + 4 write buffers; here, sampled every 5 ms under two busy
+    # loops, it reached 1.04x of capacity + slack then and 1.00x after.
     tolerance = 4 * WBS
     for _ in run_churn(r, nkeys=800, size=256 << 10, ops=3000, seed=23):
         t = tiering(r)
