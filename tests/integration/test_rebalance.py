@@ -183,5 +183,12 @@ def test_add_node_rebalance_remove_node_under_load(tmp_path):
             assert sum(1 for c in counts if c) <= 1, (slot, counts)
         rc.close()
         rc2.close()
+    except BaseException:
+        # What CI keeps of a failure is this output: the end of every node's and etcd's log.
+        state = tmp_path / "cluster"
+        for log in [state / "etcd.log", *sorted(state.glob("node-*/server.log"))]:
+            print("==== %s\n%s" % (log, "".join(log.read_text(errors="replace")
+                                              .splitlines(True)[-40:])))
+        raise
     finally:
         subprocess.run([script, "down"], env=env, capture_output=True, timeout=120)
