@@ -15,6 +15,7 @@ SsdReclaimer::SsdReclaimer(SsdStore& store, SsdReclaimOptions options,
     : store_(store),
       space_amp_(std::max<uint32_t>(options.space_amp_percent, 100)),
       slack_(options.slack),
+      copies_(store.value_copies()),
       log_(std::move(log)),
       interval_ms_(std::max(interval_ms, 1)) {}
 

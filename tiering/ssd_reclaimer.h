@@ -64,23 +64,24 @@ class SsdReclaimer {
   /// when the store has no capacity. Admission stops while the disk may be over it (below).
   uint64_t bound() const;
   /// The writer wrote `bytes` of values since the last look at the disk (the thread looks
-  /// every interval whatever else it does, even with passes off). They count twice: a value is
-  /// in the WAL, and again in a blob file once its memtable is flushed, until the flush has
-  /// deleted that WAL (a flush between two looks left the disk past the bound by what it
-  /// wrote). A pass's moves of live values write no WAL and count once (reclaim()'s `moving`).
+  /// every interval whatever else it does, even with passes off). They count
+  /// SsdStore::value_copies() times: a value is in the WAL, and again in a blob file once its
+  /// memtable is flushed, until the flush has deleted that WAL (a flush between two looks left
+  /// the disk past the bound by what it wrote). A pass's moves of live values write no WAL and
+  /// count once (reclaim()'s `moving`).
   void wrote_values(uint64_t bytes) {
-    written_.fetch_add(2 * bytes, std::memory_order_relaxed);
+    written_.fetch_add(copies_ * bytes, std::memory_order_relaxed);
   }
   /// Whether the disk, as last measured (with the memtables: their values, already in the
   /// WAL, go to blob files at their flush), plus what was written since and `pending` value
-  /// bytes queued to be written (twice, as wrote_values() counts them), passes bound(): the
+  /// bytes queued to be written (as wrote_values() counts them), passes bound(): the
   /// tier then admits nothing until reclaim brings it back under (so the disk stays within
   /// capacity + slack however far reclaim falls behind; docs/ssd-tier.md, "Disk space"). One
   /// relaxed load each.
   bool over_bound(uint64_t pending) const {
     const uint64_t b = bound_.load(std::memory_order_relaxed);
     return b != 0 && disk_.load(std::memory_order_relaxed) +
-                             written_.load(std::memory_order_relaxed) + 2 * pending > b;
+                             written_.load(std::memory_order_relaxed) + copies_ * pending > b;
   }
   /// The disk's bytes at the last look.
   uint64_t measured_disk_bytes() const { return disk_.load(std::memory_order_relaxed); }
@@ -94,12 +95,13 @@ class SsdReclaimer {
   SsdStore& store_;
   std::atomic<uint32_t> space_amp_;
   uint64_t slack_;
+  const uint64_t copies_;  // store_.value_copies()
   std::function<void(bool, std::string_view)> log_;
   int interval_ms_;
   std::atomic<bool> enabled_{true};
   std::atomic<uint64_t> bound_{0};    // bound(), refreshed by each look
   std::atomic<uint64_t> disk_{0};     // disk_bytes() + unflushed_bytes() at the last look
-  std::atomic<uint64_t> written_{0};  // bytes written since it (values twice)
+  std::atomic<uint64_t> written_{0};  // bytes written since it (values copies_ times)
   std::atomic<bool> canceled_{false};
   std::mutex mu_;
   std::condition_variable cv_;

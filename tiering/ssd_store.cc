@@ -455,8 +455,7 @@ uint64_t SsdStore::unflushed_bytes() const {
 SsdMemory SsdStore::memory() const {
   SsdMemory m;
   uint64_t v = 0;
-  if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &v))
-    m.memtables = v;
+  m.memtables = unflushed_bytes();
   if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateTableReadersMem, &v))
     m.table_readers = v;
   if (cache_) m.block_cache = cache_->GetUsage();

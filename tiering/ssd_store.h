@@ -295,8 +295,13 @@ class SsdStore {
   /// Bytes RocksDB keeps on disk: SST files, blob files, WAL.
   uint64_t disk_bytes() const;
   /// Bytes of the memtables (every family, those being flushed included): values in the WAL
-  /// that a flush writes again, into blob files. Two property reads.
+  /// that a flush writes again, into blob files. One property read.
   uint64_t unflushed_bytes() const;
+  /// How many times a written value is on disk until its memtable's flush lets its WAL go:
+  /// 2 with the WAL (the WAL, then a blob file), else 1. With `wal_values` off most batches
+  /// of values skip the WAL, but those with a removal do not: 2 still (the disk gate errs
+  /// towards closing).
+  uint32_t value_copies() const { return options_.wal ? 2 : 1; }
   /// Bytes free on the store's filesystem (statvfs; UINT64_MAX when unknown). write() refuses
   /// new records (kNoSpace) when fewer than twice their bytes plus a reserve of three memtables
   /// and 4 MiB are free, so RocksDB itself never runs out of space mid-write.

@@ -187,7 +187,8 @@ def test_add_node_rebalance_remove_node_under_load(tmp_path):
         # What CI keeps of a failure is this output: the end of every node's and etcd's log.
         state = tmp_path / "cluster"
         for log in [state / "etcd.log", *sorted(state.glob("node-*/server.log"))]:
-            print("==== %s\n%s" % (log, "".join(log.read_text(errors="replace")
+            if log.exists():
+                print("==== %s\n%s" % (log, "".join(log.read_text(errors="replace")
                                               .splitlines(True)[-40:])))
         raise
     finally:
